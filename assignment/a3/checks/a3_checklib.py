@@ -1,0 +1,179 @@
+"""Shared pieces of the A3 checks: generated cases, random weights, the reference in float64, and
+calls into the student's worker. Everything here runs on the trusted side."""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from hypothesis import example
+from hypothesis import strategies as st
+
+from graders.checking import expect_tensor, fail
+from graders.client import StudentError
+from graders.runner import GradeContext
+
+# (d_model, n_heads): one head, odd sizes, d_attention 1, several heads.
+SHAPES = ((12, 3), (16, 1), (8, 8), (15, 5), (16, 4))
+
+
+@dataclass(frozen=True)
+class Case:
+    d_model: int
+    n_heads: int
+    n_layers: int
+    context_length: int
+    vocab_size: int
+    batch: int
+    length: int
+    seed: int
+
+    @property
+    def config(self) -> dict:
+        return dict(d_model=self.d_model, n_heads=self.n_heads, n_layers=self.n_layers,
+                    context_length=self.context_length, vocab_size=self.vocab_size)
+
+    def __repr__(self) -> str:
+        return (f"d_model={self.d_model}, n_heads={self.n_heads}, n_layers={self.n_layers}, "
+                f"context_length={self.context_length}, vocab_size={self.vocab_size}, "
+                f"input (B={self.batch}, T={self.length})")
+
+
+@st.composite
+def cases(draw, min_length: int = 1, min_layers: int = 1) -> Case:
+    d_model, n_heads = draw(st.sampled_from(SHAPES))
+    context = draw(st.integers(max(2, min_length), 9))
+    return Case(d_model, n_heads, draw(st.integers(min_layers, 3)), context, draw(st.integers(5, 40)),
+                draw(st.integers(1, 4)), draw(st.integers(min_length, context)), draw(st.integers(0, 2**16)))
+
+
+# Explicit cases every generated run starts with: T < context_length and T == context_length,
+# one head, d_attention 1, batch 1 and > 1.
+EXPLICIT = (
+    Case(12, 3, 2, 8, 23, 2, 5, 1),
+    Case(16, 1, 1, 6, 11, 1, 6, 2),
+    Case(8, 8, 2, 5, 17, 3, 5, 3),
+)
+
+
+def explicit(test):
+    """Run `test` on the EXPLICIT cases before the generated ones."""
+    for case in reversed(EXPLICIT):
+        test = example(case=case)(test)
+    return test
+
+
+def generator(case: Case, salt: int, base: int) -> torch.Generator:
+    return torch.Generator().manual_seed(base * 1_000_003 + case.seed * 1009 + salt)
+
+
+def random_state(module: torch.nn.Module, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """Weights that keep activations O(1) and make every LayerNorm and bias count: default init
+    (LayerNorm 1 and 0, zero biases, std 0.02) hides whole classes of bugs."""
+    state = {}
+    for name, p in module.named_parameters():
+        leaf = name.rsplit(".", 1)[-1]
+        if "norm" in name:
+            value = (1.0 if leaf == "weight" else 0.0) + 0.3 * torch.randn(p.shape, generator=gen)
+        elif leaf == "bias":
+            value = 0.3 * torch.randn(p.shape, generator=gen)
+        elif "embeddings" in name:
+            value = torch.randn(p.shape, generator=gen)
+        else:  # Linear weight (out, in)
+            value = torch.randn(p.shape, generator=gen) * (1.2 / math.sqrt(p.shape[1]))
+        state[name] = value.float()
+    return state
+
+
+def tokens(case: Case, gen: torch.Generator, length: int | None = None) -> torch.Tensor:
+    return torch.randint(0, case.vocab_size, (case.batch, length or case.length), generator=gen)
+
+
+def activations(case: Case, gen: torch.Generator, length: int | None = None) -> torch.Tensor:
+    return torch.randn((case.batch, length or case.length, case.d_model), generator=gen)
+
+
+class A3:
+    """One check's view of the reference and the student's worker."""
+
+    def __init__(self, grade: GradeContext):
+        self.grade, self.ref, self.worker = grade, grade.ref.model_solution, grade.worker
+        self.seed = grade.spec.seeds.weights
+
+    # -- reference ----------------------------------------------------------------------------
+    def ref_module(self, cls: str, case: Case, state: dict | None = None) -> torch.nn.Module:
+        module = getattr(self.ref, cls)(self.ref.ModelConfig(**case.config)).double().eval()
+        if state is not None:
+            module.load_state_dict({k: v.double() for k, v in state.items()})
+        return module
+
+    def weights(self, cls: str, case: Case, salt: int = 0) -> tuple[dict, torch.nn.Module]:
+        """Random weights for `cls` and the float64 reference module holding them."""
+        module = getattr(self.ref, cls)(self.ref.ModelConfig(**case.config))
+        state = random_state(module, generator(case, salt, self.seed))
+        return state, self.ref_module(cls, case, state)
+
+    # -- the student's side -------------------------------------------------------------------
+    def build(self, cls: str, case: Case, state: dict | None, handle: str = "m", train_mode: bool = False) -> str:
+        wire = None if state is None else {k: v.numpy() for k, v in state.items()}
+        try:
+            self.worker.request("build", f"{cls}.__init__", handle=handle, module="model_solution", cls=cls,
+                                config=case.config, state=wire, train_mode=train_mode)
+        except StudentError as e:
+            message = e.info.get("message", "")
+            if "state_dict" in message or "Missing key" in message or "Unexpected key" in message:
+                fail(f"{cls}'s parameters do not follow the assignment's names and shapes: {message[:600]}")
+            raise
+        return handle
+
+    def call(self, handle: str, cls: str, method: str, *args, grad: bool = False, return_inputs: bool = False,
+             seed: int = 0) -> dict:
+        wire = [a.numpy() if isinstance(a, torch.Tensor) else a for a in args]
+        return self.worker.request("call", f"{cls}.{method}", handle=handle, method=method, args=wire,
+                                   grad=grad, return_inputs=return_inputs, seed=seed)
+
+    def swap(self, handle: str, path: str, **standin) -> None:
+        self.worker.request("swap", f"swapping in a stand-in for {path or 'forward'}", handle=handle, path=path,
+                            standin={k: (v.numpy() if isinstance(v, torch.Tensor) else v) for k, v in standin.items()})
+
+    def output(self, cls: str, method: str, case: Case, state: dict, *args, shape: tuple[int, ...],
+               handle: str = "m") -> torch.Tensor:
+        """Build the student's `cls` with `state`, call `method`, return the checked float64 output."""
+        self.build(cls, case, state, handle)
+        return expect_tensor(self.call(handle, cls, method, *args)["out"], shape, f"{cls}.{method}")
+
+    def rerun(self, cls: str, method: str, *args, shape: tuple[int, ...], handle: str = "m") -> torch.Tensor:
+        """Call `method` again on the module built last under `handle`."""
+        return expect_tensor(self.call(handle, cls, method, *args)["out"], shape, f"{cls}.{method}")
+
+    def tokens_out(self, out: dict, shape: tuple[int, ...], what: str) -> torch.Tensor:
+        if out.get("kind") == "tensor" and out.get("torch_dtype") != "int64" and tuple(out["shape"]) == shape:
+            fail(f"{what} returned dtype {out['torch_dtype']}, expected int64 token ids")
+        return expect_tensor(out, shape, what, floating=False)
+
+
+def greedy_violation(ref_model: torch.nn.Module, sequence: torch.Tensor, prompt_len: int) -> str | None:
+    """Teacher-forced check of greedy decoding: every appended token must be an argmax of the
+    reference's logits at the previous position, up to float32 rounding (so near-ties never
+    decide a grade). Returns the first violation as feedback, or None."""
+    if sequence.shape[1] <= prompt_len:
+        return None
+    with torch.no_grad():
+        logits = ref_model(sequence[:, :-1])
+    for pos in range(prompt_len, sequence.shape[1]):
+        row_logits = logits[:, pos - 1]
+        best = row_logits.max(dim=-1).values
+        chosen = row_logits.gather(1, sequence[:, pos:pos + 1]).squeeze(1)
+        slack = 1e-4 * best.abs().clamp(min=1.0)
+        bad = (chosen < best - slack).nonzero()
+        if len(bad):
+            b = int(bad[0])
+            return (f"batch {b}, new token {pos - prompt_len} (position {pos}): chose token "
+                    f"{int(sequence[b, pos])}, but the greedy choice is token {int(row_logits[b].argmax())} "
+                    f"(logit {float(best[b]):.3f} against {float(chosen[b]):.3f})")
+    return None
+
+
+def next_token_loss(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """The definition: mean cross entropy of positions 0..T-2 against tokens 1..T-1."""
+    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).double(), ids[:, 1:].reshape(-1))

@@ -1,0 +1,76 @@
+"""3(a)vi Transformer.generate: greedy decoding."""
+
+import torch
+from a3_checklib import A3, Case, cases, generator, greedy_violation, tokens
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from graders.checking import fail, not_applicable
+from graders.worker.standins import rule_next_token
+
+CLS = "Transformer"
+
+
+def _generated(a3: A3, case: Case, state, prompt, n: int, what: str = "Transformer.generate") -> torch.Tensor:
+    a3.build(CLS, case, state)
+    out = a3.call("m", CLS, "generate", prompt, n)["out"]
+    return a3.tokens_out(out, (prompt.shape[0], prompt.shape[1] + n), what)
+
+
+@given(case=cases(), n=st.sampled_from([0, 1, 5]))
+@example(case=Case(12, 3, 2, 9, 23, 3, 4, 1), n=5)
+@example(case=Case(16, 1, 1, 6, 11, 1, 5, 2), n=1)
+def test_generate_agrees(a3: A3, case, n):
+    n = min(n, case.context_length - case.length)
+    state, ref = a3.weights(CLS, case)
+    prompt = tokens(case, generator(case, 1, a3.seed))
+    seq = _generated(a3, case, state, prompt, n)
+    if not torch.equal(seq[:, :case.length], prompt):
+        fail("generate changed the prompt: the input tokens must be returned unchanged in front")
+    problem = greedy_violation(ref, seq, case.length)
+    if problem:
+        fail(f"generate is not greedy decoding of the model: {problem}")
+
+
+@given(case=cases(), n=st.sampled_from([1, 5]))
+@example(case=Case(12, 3, 2, 9, 23, 3, 4, 1), n=5)
+def test_generate_follows_forward(a3: A3, case, n):
+    n = min(n, case.context_length - case.length)
+    if n == 0:
+        n, case = 1, Case(**{**case.__dict__, "length": case.length - 1 or 1})
+    state, ref = a3.weights(CLS, case)
+    prompt = tokens(case, generator(case, 2, a3.seed))
+    a3.build(CLS, case, state)
+    a3.swap("m", "", kind="rule_forward", method="forward", vocab_size=case.vocab_size)
+    seq = a3.tokens_out(a3.call("m", CLS, "generate", prompt, n)["out"], (case.batch, case.length + n),
+                        "Transformer.generate (with a stand-in forward)")
+    expected = prompt
+    for _ in range(n):
+        expected = torch.cat([expected, rule_next_token(expected, case.vocab_size)[:, -1:]], dim=1)
+    if torch.equal(seq, expected):
+        return
+    # A generate that never calls forward (computing the logits inline) cannot follow a stand-in;
+    # it is still right if it is greedy decoding of the real model.
+    real = _generated(a3, case, state, prompt, n)
+    if torch.equal(real, seq) and greedy_violation(ref, seq, case.length) is None:
+        not_applicable("generate does not call forward, so it was checked against the full model only")
+    wrong = (seq != expected).nonzero()
+    b, p = (int(wrong[0][0]), int(wrong[0][1])) if len(wrong) else (0, 0)
+    fail(f"with a forward whose last-position argmax is known, batch {b} position {p} should be token "
+         f"{int(expected[b, p])}, got {int(seq[b, p])}: append the argmax over the vocabulary of the last "
+         "position's logits, one token at a time, feeding each new token back in")
+
+
+def test_generate_contract(a3: A3):
+    case = Case(12, 3, 1, 8, 19, 2, 3, 5)
+    state, _ = a3.weights(CLS, case)
+    prompt = tokens(case, generator(case, 3, a3.seed))
+    a3.build(CLS, case, state)
+    for n in (0, 1, 4):
+        reply = a3.call("m", CLS, "generate", prompt, n, return_inputs=True)
+        seq = a3.tokens_out(reply["out"], (case.batch, case.length + n), f"generate(x, num_new_tokens={n})")
+        if not torch.equal(seq[:, :case.length], prompt):
+            fail(f"generate(x, {n}) changed the prompt: it must be returned unchanged in front")
+        after = a3.tokens_out(reply["inputs_after"][0], tuple(prompt.shape), "the prompt after generate")
+        if not torch.equal(after, prompt):
+            fail("generate modified its input tensor in place")

@@ -1,0 +1,103 @@
+"""3(b)ii Transformer.get_loss_on_batch."""
+
+import math
+
+import torch
+from a3_checklib import A3, Case, cases, explicit, generator, next_token_loss, tokens
+from hypothesis import given
+
+from graders.checking import assert_close, expect_tensor, fail, not_applicable
+
+CLS = "Transformer"
+WHAT = "Transformer.get_loss_on_batch"
+
+
+def _value(out: dict) -> torch.Tensor:
+    """The loss as a float64 scalar: a 0-d (or one-element) tensor, or a plain float."""
+    if out.get("kind") == "float":
+        return torch.tensor(float(out["value"]), dtype=torch.float64)
+    if out.get("kind") != "tensor" or "array" not in out:
+        fail(f"{WHAT} returned {out.get('kind')}, expected a scalar tensor")
+    t = torch.from_numpy(out["array"]).double()
+    if t.numel() != 1:
+        fail(f"{WHAT} returned shape {tuple(out['shape'])}, expected a scalar (the mean over all predictions)")
+    if not torch.isfinite(t).all():
+        fail(f"{WHAT} returned {float(t.reshape(()))}")
+    return t.reshape(())
+
+
+def _loss(a3: A3, ids: torch.Tensor, **kw) -> dict:
+    return a3.call("m", CLS, "get_loss_on_batch", ids, **kw)
+
+
+@given(case=cases(min_length=2))
+@explicit
+def test_loss_agrees(a3: A3, case):
+    state, ref = a3.weights(CLS, case)
+    ids = tokens(case, generator(case, 1, a3.seed))
+    a3.build(CLS, case, state)
+    got = _value(_loss(a3, ids)["out"])
+    assert_close(got, next_token_loss(ref(ids), ids).detach(), f"{WHAT} value", axes=())
+
+
+@given(case=cases(min_length=2))
+@explicit
+def test_loss_isolated(a3: A3, case):
+    state, ref = a3.weights(CLS, case)
+    gen = generator(case, 2, a3.seed)
+    ids = tokens(case, gen)
+    logits = 3 * torch.randn(case.batch, case.length, case.vocab_size, generator=gen)
+    a3.build(CLS, case, state)
+    a3.swap("m", "", kind="fixed_logits", method="forward", logits=logits)
+    got = _value(_loss(a3, ids)["out"])
+    expected = next_token_loss(logits, ids)
+    if abs(float(got - expected)) <= 1e-4 * max(1.0, float(expected)):
+        return
+    a3.build(CLS, case, state)  # without the stand-in: a loss that never calls forward
+    if abs(float(_value(_loss(a3, ids)["out"]) - got)) < 1e-6 and \
+            abs(float(got - next_token_loss(ref(ids), ids))) <= 1e-4 * max(1.0, float(expected)):
+        not_applicable("get_loss_on_batch does not call forward, so it was checked against the full model only")
+    fail(f"{WHAT} with a stand-in forward gave {float(got):.4f}; the next-token cross entropy of those logits "
+         f"is {float(expected):.4f}: compare the logits at positions 0..T-2 with the tokens at 1..T-1",
+         measured=abs(float(got - expected)))
+
+
+@given(case=cases(min_length=2))
+@explicit
+def test_loss_gradients(a3: A3, case):
+    state, ref = a3.weights(CLS, case)
+    ids = tokens(case, generator(case, 3, a3.seed))
+    a3.build(CLS, case, state)
+    reply = _loss(a3, ids, grad=True)
+    if "grad_error" in reply:
+        fail(f"{WHAT}: {reply['grad_error']}; a detached loss (e.g. built from .item()) cannot train the model")
+    next_token_loss(ref(ids), ids).backward()
+    grads = reply.get("grads", {})
+    scale = max(float(p.grad.abs().max()) for p in ref.parameters() if p.grad is not None)
+    for name, p in ref.named_parameters():
+        if p.grad is None:
+            continue
+        if name not in grads:
+            fail(f"after backward no gradient reached {name}")
+        got = expect_tensor(grads[name], tuple(p.shape), f"the gradient of {name}")
+        err = float((got - p.grad).abs().max())
+        tol = 1e-4 * scale
+        if err > tol:
+            fail(f"the gradient of {name} differs from the reference's by up to {err:.3g} (tolerance {tol:.1g})",
+                 measured=err, tolerance=tol, where=name)
+
+
+def test_loss_mean(a3: A3):
+    """With uniform logits every prediction costs log V, so the mean is log V whatever B and T."""
+    for batch, length in ((1, 2), (3, 5), (2, 8)):
+        case = Case(12, 3, 1, 8, 13, batch, length, 9)
+        state, _ = a3.weights(CLS, case)
+        a3.build(CLS, case, state)
+        a3.swap("m", "", kind="fixed_logits", method="forward",
+                logits=torch.zeros(batch, length, case.vocab_size))
+        got = float(_value(_loss(a3, tokens(case, generator(case, 4, a3.seed)))["out"]))
+        want = math.log(case.vocab_size)
+        if abs(got - want) > 1e-4 * want:
+            fail(f"with uniform logits over {case.vocab_size} tokens every prediction costs log {case.vocab_size} = "
+                 f"{want:.4f}, so the mean over B·(T-1) = {batch * (length - 1)} predictions is {want:.4f}; "
+                 f"got {got:.4f} for B={batch}, T={length}")

@@ -1,0 +1,87 @@
+"""3(b)iii: the student's own train() for max_steps steps, judged by the grader's own loss."""
+
+import os
+import stat
+
+import pytest
+import torch
+from a3_checklib import A3, Case, next_token_loss
+
+from graders.checking import fail
+from graders.client import StudentError, WorkerError
+from graders.results import Training
+from graders.synthdata import make_source, sample_chunks
+
+
+@pytest.fixture(scope="module")
+def run(grade):
+    """One training run shared by this item's checks: (reply, failure message, initial, final)."""
+    spec, tr = grade.spec, grade.spec.training
+    source = make_source(tr.model.vocab_size, tr.source_successors, spec.seeds.source)
+    # Twice the rows that max_steps batches need, so a loop that ignores max_steps shows.
+    data = sample_chunks(source, 2 * tr.batch_size * tr.max_steps, tr.model.context_length, spec.seeds.data)
+    heldout = sample_chunks(source, tr.heldout_chunks, tr.model.context_length, spec.seeds.data + 1)
+    summary = Training(floor=source.entropy_rate, required_improvement=tr.min_improvement_nats)
+    grade.training = summary
+    grade.worker.begin_check()
+    try:
+        reply = grade.worker.request(
+            "train", "train.train", timeout=spec.limits.train_timeout_s, module="train", function="train",
+            kwargs=dict(learning_rate=tr.learning_rate, gradient_clipping=tr.gradient_clipping,
+                        batch_size=tr.batch_size, max_steps=tr.max_steps),
+            config=tr.model.model_dump(), data=data.numpy(), data_path=tr.data_path, record_class="Transformer",
+            seed=spec.seeds.weights)
+    except (StudentError, WorkerError) as e:
+        return None, f"train() failed: {e}"
+    if reply.get("models", 0) == 0:
+        return None, "train() never built a Transformer (it must build Transformer(model_config))"
+    summary.steps = reply["loss_calls"]
+    if reply.get("recorded"):
+        summary.recorded_losses = reply["recorded"]["losses"]
+    plot = grade.intake.folder / "losses_and_grad_norms.png"
+    try:
+        if stat.S_ISREG(os.lstat(plot).st_mode):
+            summary.plot = str(plot)
+    except OSError:
+        grade.extra_warnings.append("train() saved no losses_and_grad_norms.png")
+    a3 = A3(grade)
+    case = Case(**tr.model.model_dump(), batch=tr.heldout_chunks, length=tr.model.context_length, seed=0)
+    losses = []
+    for key in ("initial", "final"):
+        state = {k: torch.from_numpy(v["array"]) for k, v in reply[key].items() if "array" in v}
+        model = a3.ref_module("Transformer", case)
+        try:
+            model.load_state_dict({k: v.double() for k, v in state.items()})
+        except RuntimeError as e:
+            return reply, f"the model train() built does not match model_config: {str(e)[:400]}"
+        with torch.no_grad():
+            loss = float(next_token_loss(model(heldout), heldout))
+        if not torch.isfinite(torch.tensor(loss)):
+            return reply, f"the {key} weights give a held-out loss of {loss}"
+        losses.append(loss)
+    summary.initial_loss, summary.final_loss = losses
+    return reply, None
+
+
+def test_training_improves(grade, run):
+    reply, problem = run
+    if problem:
+        fail(problem)
+    t, need = grade.training, grade.spec.training.min_improvement_nats
+    if t.initial_loss - t.final_loss < need:
+        fail(f"held-out loss, recomputed by the grader from your model's weights, went from {t.initial_loss:.3f} to "
+             f"{t.final_loss:.3f} nats after train() (floor {t.floor:.3f}); it must drop by at least {need:g}. "
+             "Check that the loop calls optimizer.step() and uses the learning rate it is given",
+             measured=t.initial_loss - t.final_loss, tolerance=need)
+
+
+def test_training_steps(grade, run):
+    reply, problem = run
+    if problem:
+        fail(problem)
+    steps = grade.spec.training.max_steps
+    if reply["models"] != 1:
+        fail(f"train() built {reply['models']} Transformer models; it should train one")
+    if reply["loss_calls"] != steps:
+        fail(f"train(max_steps={steps}) computed the loss {reply['loss_calls']} times; it should take exactly "
+             f"{steps} steps when the data has more batches than that")

@@ -1,0 +1,89 @@
+"""3(a)v Transformer.forward."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from a3_checklib import A3, cases, explicit, generator, tokens
+from hypothesis import given
+
+from graders.checking import assert_close, fail, tolerance
+
+CLS = "Transformer"
+
+
+def _shape(case):
+    return (case.batch, case.length, case.vocab_size)
+
+
+@given(case=cases())
+@explicit
+def test_transformer_agrees(a3: A3, case):
+    state, ref = a3.weights(CLS, case)
+    ids = tokens(case, generator(case, 1, a3.seed))
+    out = a3.output(CLS, "forward", case, state, ids, shape=_shape(case))
+    assert_close(out, ref(ids).detach(), "Transformer.forward logits")
+
+
+@given(case=cases(min_layers=2))
+@explicit
+def test_transformer_wiring(a3: A3, case):
+    state, _ = a3.weights(CLS, case)
+    gen = generator(case, 2, a3.seed)
+    ids = tokens(case, gen)
+    a3.build(CLS, case, state)
+    stand_ins = []
+    for i in range(case.n_layers):
+        w, b = torch.randn(case.d_model, case.d_model, generator=gen) / math.sqrt(case.d_model), \
+            0.3 * torch.randn(case.d_model, generator=gen)
+        a3.swap("m", f"backbone.{i}", kind="affine", weight=w, bias=b)
+        stand_ins.append((w.double(), b.double()))
+    out = a3.rerun(CLS, "forward", ids, shape=_shape(case))
+    s = {k: v.double() for k, v in state.items()}
+    h = s["embeddings.weight"][ids] + s["position_embeddings.weight"][: case.length]
+    for w, b in stand_ins:
+        h = h @ w.T + b
+    h = F.layer_norm(h, (case.d_model,), s["final_layer_norm.weight"], s["final_layer_norm.bias"])
+    assert_close(out, h @ s["lm_head.weight"].T, "Transformer.forward with stand-in blocks "
+                 "(token + position embeddings, the blocks in order, final_layer_norm, lm_head)")
+
+
+@given(case=cases(min_length=2))
+@explicit
+def test_transformer_causal(a3: A3, case):
+    state, _ = a3.weights(CLS, case)
+    gen = generator(case, 3, a3.seed)
+    ids = tokens(case, gen)
+    out = a3.output(CLS, "forward", case, state, ids, shape=_shape(case))
+    t = int(torch.randint(0, case.length - 1, (1,), generator=gen))
+    changed = ids.clone()
+    changed[:, t + 1:] = (ids[:, t + 1:] + 1 + torch.randint(0, case.vocab_size - 1, ids[:, t + 1:].shape,
+                                                                generator=gen)) % case.vocab_size
+    moved = a3.rerun(CLS, "forward", changed, shape=_shape(case))
+    diff = (moved[:, :t + 1] - out[:, :t + 1]).abs().amax(dim=(0, 2))
+    if diff.max() > tolerance(out):
+        p = int((diff > tolerance(out)).nonzero()[0])
+        fail(f"logits at position {p} changed by {float(diff.max()):.3g} when only tokens after position {t} "
+             "changed: the model sees the future", measured=float(diff.max()), where=f"position {p}")
+
+
+@given(case=cases(min_length=3))
+def test_transformer_uses_positions(a3: A3, case):
+    state, _ = a3.weights(CLS, case)
+    ids = torch.full((case.batch, case.length), int(case.seed % case.vocab_size))
+    out = a3.output(CLS, "forward", case, state, ids, shape=_shape(case))
+    spread = float((out - out[:, :1]).abs().max())
+    if spread <= tolerance(out):
+        fail("on a sequence of one repeated token every position gets the same logits: position "
+             "embeddings are not used, and without them the model cannot tell positions apart (Q2(b))")
+
+
+@given(case=cases())
+def test_transformer_returns_logits(a3: A3, case):
+    state, _ = a3.weights(CLS, case)
+    ids = tokens(case, generator(case, 4, a3.seed))
+    out = a3.output(CLS, "forward", case, state, ids, shape=_shape(case))
+    if (out >= 0).all() and torch.allclose(out.sum(-1), torch.ones(()).double(), atol=1e-4):
+        fail("Transformer.forward returned probabilities (each row sums to 1): return the raw logits of lm_head")
+    if (out <= 0).all() and torch.allclose(out.exp().sum(-1), torch.ones(()).double(), atol=1e-4):
+        fail("Transformer.forward returned log-probabilities: return the raw logits of lm_head")

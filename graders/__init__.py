@@ -1,0 +1,3 @@
+"""An autograder for transformer programming assignments."""
+
+__version__ = "0.1.0"

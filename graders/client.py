@@ -1,0 +1,202 @@
+"""The trusted side's handle on a worker process: start, ask, time out, restart.
+
+Only this module talks to student code, and only through private pipes with checked frames.
+A hang, a signal, an exit or a bad frame in the worker becomes a WorkerError naming where it
+happened; the next request starts a fresh worker, so one broken method costs one check.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .spec import Limits
+from .worker import protocol
+
+WORKER_PACKAGE = Path(__file__).resolve().parent / "worker"
+_BOOT = "import sys; sys.path.insert(0, sys.argv.pop(4)); from gradeworker.main import run; run()"
+
+
+class WorkerError(Exception):
+    """The worker hung, died or misbehaved; the message says how and where."""
+
+
+class StudentError(Exception):
+    """Student code raised; `info` has type, message and the file and line inside the submission."""
+
+    def __init__(self, info: dict, where: str):
+        self.info, self.where = info, where
+        loc = f" ({info['file']}, line {info['line']})" if info.get("file") else ""
+        super().__init__(f"{info.get('type', 'Error')} in {where}{loc}: {info.get('message', '')}".strip())
+
+
+@dataclass
+class CapturedStream:
+    """Keeps the first `cap` bytes of a worker's stdout or stderr and counts the rest."""
+
+    cap: int
+    kept: bytearray = field(default_factory=bytearray)
+    total: int = 0
+
+    def pump(self, fd: int) -> None:
+        while chunk := os.read(fd, 65536):
+            self.total += len(chunk)
+            room = self.cap - len(self.kept)
+            if room > 0:
+                self.kept += chunk[:room]
+        os.close(fd)
+
+    def text(self) -> str:
+        body = self.kept.decode("utf-8", errors="replace")
+        if self.total > len(self.kept):
+            body += f"\n[... {self.total - len(self.kept)} more bytes not kept]"
+        return body
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(code).name
+    except ValueError:
+        return f"signal {code}"
+
+
+class Worker:
+    """One submission's worker. `modules` are imported at every (re)start, in order."""
+
+    def __init__(self, scratch: Path, limits: Limits, modules: list[str]):
+        self.scratch, self.limits = scratch, limits
+        self.modules = list(modules)
+        self.import_errors: dict[str, dict] = {}
+        self.stdout, self.stderr = CapturedStream(limits.output_cap_bytes), CapturedStream(limits.output_cap_bytes)
+        self.starts = 0
+        self._proc: subprocess.Popen | None = None
+        self._poison: str | None = None
+        self._stage = Path(tempfile.mkdtemp(prefix="grade-worker-"))
+        shutil.copytree(WORKER_PACKAGE, self._stage / "gradeworker", ignore=shutil.ignore_patterns("__pycache__"))
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def _env(self) -> dict[str, str]:
+        tmp = self.scratch / ".tmp"
+        tmp.mkdir(exist_ok=True)
+        return {"PATH": "/usr/bin:/bin", "HOME": str(self.scratch), "TMPDIR": str(tmp), "LANG": "C.UTF-8",
+                "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
+                "MPLCONFIGDIR": str(tmp), "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+    def _spawn(self) -> None:
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        limits = json.dumps({"memory_mb": self.limits.memory_mb, "threads": self.limits.threads})
+        self._proc = subprocess.Popen(
+            [sys.executable, "-I", "-B", "-c", _BOOT, str(req_r), str(rep_w), limits, str(self._stage)],
+            cwd=self.scratch, env=self._env(), stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
+            pass_fds=(req_r, rep_w), start_new_session=True, close_fds=True)
+        for fd in (req_r, rep_w, out_w, err_w):
+            os.close(fd)
+        self._req, self._rep = req_w, rep_r
+        for stream, fd in ((self.stdout, out_r), (self.stderr, err_r)):
+            threading.Thread(target=stream.pump, args=(fd,), daemon=True).start()
+        self.starts += 1
+
+    def _ensure(self) -> None:
+        if self._proc is not None:
+            return
+        self._spawn()
+        self._exchange(None, self.limits.import_timeout_s, "worker start-up (import torch)")
+        for module in list(self.modules):
+            try:
+                self._exchange({"op": "import", "module": module}, self.limits.import_timeout_s,
+                               f"import of {module}.py")
+            except StudentError as e:
+                self.import_errors[module] = e.info
+                self.modules.remove(module)
+            except WorkerError as e:
+                self.import_errors[module] = {"type": "WorkerError", "message": str(e)}
+                self.modules.remove(module)
+                self._ensure()  # without the module that broke the worker
+                return
+
+    def start(self) -> None:
+        """Start now (and import the submission's modules) rather than at the first request."""
+        self._ensure()
+
+    def kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        for fd in (self._req, self._rep):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+
+    def close(self) -> None:
+        self.kill()
+        shutil.rmtree(self._stage, ignore_errors=True)
+
+    # -- requests ------------------------------------------------------------------------------
+    def begin_check(self) -> None:
+        """A new check: errors of the last one no longer short-circuit requests."""
+        self._poison = None
+
+    def _died(self, where: str) -> WorkerError:
+        proc = self._proc
+        try:
+            code = proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            code = None
+        self.kill()
+        if code is None:
+            return WorkerError(f"the worker closed its reply pipe during {where}")
+        if code < 0:
+            return WorkerError(f"worker killed by {_signal_name(-code)} in {where}")
+        return WorkerError(f"worker exited with status {code} during {where}")
+
+    def _exchange(self, request: dict | None, timeout: float, where: str) -> dict:
+        deadline = time.monotonic() + timeout
+        try:
+            if request is not None:
+                protocol.write_frame(self._req, request)
+            reply = protocol.read_frame(self._rep, deadline, max_payload=self.limits.reply_cap_bytes)
+        except protocol.ReadTimeout:
+            self.kill()
+            raise WorkerError(f"timed out after {timeout:g} s in {where}") from None
+        except (protocol.PeerClosed, BrokenPipeError):
+            raise self._died(where) from None
+        except protocol.ProtocolError as e:
+            self.kill()
+            raise WorkerError(f"the worker sent a malformed reply during {where}: {e}") from None
+        if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
+            self.kill()
+            raise WorkerError(f"the worker sent a malformed reply during {where}")
+        if not reply["ok"]:
+            error = reply.get("error")
+            raise StudentError(error if isinstance(error, dict) else {"message": str(error)[:500]}, where)
+        return reply
+
+    def request(self, op: str, where: str, timeout: float | None = None, **fields: Any) -> dict:
+        """One operation; raises StudentError when student code raised, WorkerError when the
+        worker failed (then the rest of this check fails at once with the same reason)."""
+        if self._poison:
+            raise WorkerError(self._poison)
+        try:
+            self._ensure()
+            return self._exchange({"op": op, **fields}, timeout or self.limits.call_timeout_s, where)
+        except WorkerError as e:
+            self._poison = str(e)
+            raise

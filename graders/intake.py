@@ -1,0 +1,171 @@
+"""Intake: turn an uploaded zip (or folder) into a scratch folder of checked source files.
+
+Nothing here runs student code. A submission that cannot be read at all is `rejected`; a
+required file that is missing or does not parse is a `problem` of that file only, so the
+items that do not need it are still graded.
+"""
+
+import ast
+import hashlib
+import shutil
+import stat
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+MAX_ENTRIES = 200
+MAX_FILE_BYTES = 2 << 20
+MAX_TOTAL_BYTES = 16 << 20
+MAX_RATIO = 100
+
+
+@dataclass
+class Intake:
+    folder: Path
+    sha256: str
+    files: dict[str, Path] = field(default_factory=dict)
+    problems: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    rejected: str | None = None
+
+
+def _ignored(path: PurePosixPath) -> bool:
+    return path.parts[0] == "__MACOSX" or any(p.startswith(".") for p in path.parts) or path.name == "__pycache__"
+
+
+def _check_source(name: str, raw: bytes) -> str | None:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return f"{name} is not valid UTF-8 text (byte {e.start})"
+    try:
+        ast.parse(text, filename=name)
+    except SyntaxError as e:
+        return f"{name}, line {e.lineno}: SyntaxError: {e.msg}"
+    except ValueError as e:  # e.g. a NUL byte
+        return f"{name} cannot be parsed: {e}"
+    return None
+
+
+def _pick(candidates: dict[str, list[PurePosixPath]], warnings: list[str]) -> dict[str, PurePosixPath]:
+    """The shallowest copy of each required file, ties broken by path, so choice is deterministic."""
+    chosen = {}
+    for name, paths in candidates.items():
+        ordered = sorted(paths, key=lambda p: (len(p.parts), str(p)))
+        chosen[name] = ordered[0]
+        if len(ordered) > 1:
+            warnings.append(f"{name} appears {len(ordered)} times; graded {ordered[0]}, ignored "
+                            + ", ".join(str(p) for p in ordered[1:]))
+    return chosen
+
+
+def _from_zip(source: Path, required: tuple[str, ...], result: Intake) -> dict[str, bytes]:
+    try:
+        archive = zipfile.ZipFile(source)
+    except (zipfile.BadZipFile, OSError) as e:
+        result.rejected = f"{source.name} is not a readable zip file ({e})"
+        return {}
+    with archive:
+        entries = archive.infolist()
+        if not entries:
+            result.rejected = f"{source.name} is an empty zip file"
+            return {}
+        if len(entries) > MAX_ENTRIES:
+            result.rejected = f"{source.name} has {len(entries)} entries; at most {MAX_ENTRIES} are accepted"
+            return {}
+        candidates: dict[str, list[PurePosixPath]] = {}
+        infos: dict[PurePosixPath, zipfile.ZipInfo] = {}
+        for info in entries:
+            path = PurePosixPath(info.filename.replace("\\", "/"))
+            if path.is_absolute() or ".." in path.parts:
+                result.rejected = f"{source.name}: entry {info.filename!r} points outside the submission folder"
+                return {}
+            kind = stat.S_IFMT(info.external_attr >> 16)
+            if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
+                result.rejected = f"{source.name}: entry {info.filename!r} is a link or device, not a file"
+                return {}
+            if info.is_dir() or _ignored(path):
+                continue
+            if path.name in required:
+                candidates.setdefault(path.name, []).append(path)
+                infos[path] = info
+        total = 0
+        out = {}
+        for name, path in _pick(candidates, result.warnings).items():
+            info = infos[path]
+            if info.file_size > MAX_FILE_BYTES:
+                result.problems[name] = f"{name} is {info.file_size} bytes; at most {MAX_FILE_BYTES} are accepted"
+                continue
+            if info.compress_size and info.file_size / info.compress_size > MAX_RATIO:
+                result.rejected = f"{source.name}: {path} expands {info.file_size // info.compress_size}x (a zip bomb?)"
+                return {}
+            try:
+                with archive.open(info) as fh:
+                    raw = fh.read(MAX_FILE_BYTES + 1)  # headers may lie: never read past the cap
+            except (zipfile.BadZipFile, OSError, RuntimeError, EOFError) as e:
+                result.rejected = f"{source.name}: {path} cannot be extracted ({e})"
+                return {}
+            if len(raw) > MAX_FILE_BYTES:
+                result.problems[name] = f"{name} is over {MAX_FILE_BYTES} bytes"
+                continue
+            total += len(raw)
+            if total > MAX_TOTAL_BYTES:
+                result.rejected = f"{source.name}: the files add up to over {MAX_TOTAL_BYTES} bytes"
+                return {}
+            out[name] = raw
+        return out
+
+
+def _from_folder(source: Path, required: tuple[str, ...], result: Intake) -> dict[str, bytes]:
+    candidates: dict[str, list[PurePosixPath]] = {}
+    for path in sorted(source.rglob("*.py")):
+        rel = PurePosixPath(path.relative_to(source).as_posix())
+        if path.name in required and not _ignored(rel) and path.is_file() and not path.is_symlink():
+            candidates.setdefault(path.name, []).append(rel)
+    out = {}
+    for name, rel in _pick(candidates, result.warnings).items():
+        size = (source / rel).stat().st_size
+        if size > MAX_FILE_BYTES:
+            result.problems[name] = f"{name} is {size} bytes; at most {MAX_FILE_BYTES} are accepted"
+        else:
+            out[name] = (source / rel).read_bytes()
+    return out
+
+
+def _digest(source: Path) -> str:
+    h = hashlib.sha256()
+    if source.is_dir():
+        for path in sorted(p for p in source.rglob("*") if p.is_file() and not p.is_symlink()):
+            h.update(path.relative_to(source).as_posix().encode() + b"\0" + path.read_bytes())
+    elif source.is_file():
+        with source.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
+def take_in(source: Path, required: tuple[str, ...], folder: Path) -> Intake:
+    """Check `source` and write its required files, and only those, into `folder`."""
+    result = Intake(folder=folder, sha256=_digest(source) if source.exists() else "")
+    if not source.exists():
+        result.rejected = f"{source} does not exist"
+        return result
+    raw_files = _from_folder(source, required, result) if source.is_dir() else _from_zip(source, required, result)
+    if result.rejected:
+        return result
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    for name in required:
+        if name in result.problems:
+            continue
+        if name not in raw_files:
+            result.problems[name] = f"{name} missing from the submission"
+            continue
+        problem = _check_source(name, raw_files[name])
+        if problem:
+            result.problems[name] = problem
+            continue
+        (folder / name).write_bytes(raw_files[name])
+        result.files[name] = folder / name
+    return result

@@ -1,0 +1,75 @@
+"""The grade report's schema: `results.json` is this model, and `schemas/results.schema.json` its
+exported JSON Schema (tests keep the two in step)."""
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+SCHEMA_VERSION = 1
+
+CheckStatus = Literal["passed", "failed", "not_applicable", "error"]
+ItemStatus = Literal["passed", "partial", "failed", "manual", "warning"]
+
+
+class CheckResult(BaseModel):
+    name: str
+    title: str
+    status: CheckStatus
+    weight: float
+    message: str = ""
+    measured: float | None = Field(None, description="the measured error, where one applies")
+    tolerance: float | None = None
+    where: str | None = Field(None, description="where the error is largest, e.g. 'batch 0, position 3'")
+    example: str | None = Field(None, description="the generated case that failed")
+
+
+class ItemResult(BaseModel):
+    id: str
+    title: str
+    score: float
+    max_score: float
+    bonus: bool
+    status: ItemStatus
+    feedback: str
+    visibility: str
+    checks: list[CheckResult]
+
+
+class Training(BaseModel):
+    initial_loss: float | None = None
+    final_loss: float | None = None
+    floor: float
+    required_improvement: float
+    recorded_losses: list[float] | None = None
+    steps: int | None = None
+    plot: str | None = Field(None, description="file name, beside results.json, of the plot the student's train() saved")
+
+
+class Output(BaseModel):
+    stdout: str = ""
+    stderr: str = ""
+
+
+class Submission(BaseModel):
+    name: str
+    sha256: str
+    files: list[str]
+
+
+class Results(BaseModel):
+    schema_version: int = SCHEMA_VERSION
+    assignment: str
+    grader_version: str
+    submission: Submission
+    score: float
+    max_score: float
+    bonus_score: float
+    bonus_max: float
+    items: list[ItemResult]
+    problems: dict[str, str] = Field(default_factory=dict, description="per file: why it could not be used")
+    warnings: list[str] = Field(default_factory=list)
+    training: Training | None = None
+    timings: dict[str, float] = Field(default_factory=dict)
+    output: Output = Field(default_factory=Output)
+    sandbox: str = ""
+    grader_error: str | None = None

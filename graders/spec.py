@@ -1,0 +1,146 @@
+"""The assignment spec: one TOML file per assignment, validated here.
+
+The pydantic models are the single source of the spec's schema; a broken spec fails to load with
+a message naming the field (pydantic's own location, e.g. `items.2.checks.0.weight`).
+"""
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+ASSIGNMENTS_DIR = Path(__file__).resolve().parent.parent / "assignment"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Check(_Strict):
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="the hidden test is test_<name>")
+    weight: float = Field(ge=0)
+    title: str = ""
+
+
+class Item(_Strict):
+    id: str
+    title: str
+    points: float = Field(ge=0)
+    bonus: bool = False
+    manual: bool = Field(False, description="graded by hand: listed, never auto-scored")
+    report_as: Literal["score", "warning"] = "score"
+    needs: tuple[str, ...] = Field(default=(), description="submitted files the item's checks import")
+    checks: tuple[Check, ...] = ()
+    visibility: Literal["visible", "hidden", "after_due_date", "after_published"] = "visible"
+
+    @model_validator(mode="after")
+    def _checks_carry_weight(self) -> "Item":
+        if not self.manual and self.points > 0 and sum(c.weight for c in self.checks) <= 0:
+            raise ValueError(f"item {self.id} has points but no check with weight")
+        return self
+
+
+class Limits(_Strict):
+    call_timeout_s: float = Field(gt=0)
+    import_timeout_s: float = Field(gt=0)
+    train_timeout_s: float = Field(gt=0)
+    total_timeout_s: float = Field(gt=0)
+    memory_mb: int = Field(gt=0)
+    output_cap_bytes: int = Field(gt=0)
+    reply_cap_bytes: int = Field(gt=0)
+    threads: int = Field(ge=1)
+
+
+class Seeds(_Strict):
+    weights: int
+    data: int
+    source: int
+
+
+class HypothesisSettings(_Strict):
+    max_examples: int = Field(ge=1)
+
+
+class ModelShape(_Strict):
+    d_model: int = Field(ge=1)
+    n_heads: int = Field(ge=1)
+    n_layers: int = Field(ge=1)
+    context_length: int = Field(ge=2)
+    vocab_size: int = Field(ge=2)
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> "ModelShape":
+        if self.d_model % self.n_heads:
+            raise ValueError("d_model must be a multiple of n_heads")
+        return self
+
+
+class Training(_Strict):
+    model: ModelShape
+    learning_rate: float = Field(gt=0)
+    gradient_clipping: float | None = None
+    batch_size: int = Field(ge=1)
+    max_steps: int = Field(ge=1)
+    min_improvement_nats: float = Field(gt=0)
+    source_successors: int = Field(ge=2)
+    heldout_chunks: int = Field(ge=1)
+    data_path: str = Field(description="where train() reads its data, relative to its working folder")
+
+
+class Spec(_Strict):
+    assignment: str
+    title: str
+    required_files: tuple[str, ...]
+    reference_dir: str
+    checks_dir: str
+    limits: Limits
+    seeds: Seeds
+    hypothesis: HypothesisSettings
+    training: Training
+    items: tuple[Item, ...]
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> "Spec":
+        ids = [i.id for i in self.items]
+        names = [c.name for i in self.items for c in i.checks]
+        for label, values in (("item id", ids), ("check name", names)):
+            dupes = sorted({v for v in values if values.count(v) > 1})
+            if dupes:
+                raise ValueError(f"duplicate {label}: {', '.join(dupes)}")
+        for item in self.items:
+            unknown = set(item.needs) - set(self.required_files)
+            if unknown:
+                raise ValueError(f"item {item.id} needs files not in required_files: {sorted(unknown)}")
+        return self
+
+    def points(self, bonus: bool = False) -> float:
+        return sum(i.points for i in self.items if i.bonus == bonus)
+
+    def check_item(self) -> dict[str, Item]:
+        return {c.name: i for i in self.items for c in i.checks}
+
+
+class SpecError(Exception):
+    """The spec file is missing or invalid; the message names the file and the field."""
+
+
+def load_spec(path: Path) -> Spec:
+    try:
+        data = tomllib.loads(path.read_text())
+        return Spec.model_validate(data)
+    except FileNotFoundError as e:
+        raise SpecError(f"{path}: no such spec file") from e
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{path}: not valid TOML: {e}") from e
+    except ValidationError as e:
+        problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or '(top)'}: {err['msg']}" for err in e.errors())
+        raise SpecError(f"{path}: {problems}") from e
+
+
+def spec_path(assignment: str) -> Path:
+    return ASSIGNMENTS_DIR / assignment / "spec.toml"
+
+
+def assignment_dir(spec: Spec) -> Path:
+    return ASSIGNMENTS_DIR / spec.assignment

@@ -1,0 +1,215 @@
+"""What the trusted side may ask of the worker. Everything here runs beside student code."""
+
+import importlib
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import standins
+
+_WIRE_DTYPES = {torch.float32, torch.float64, torch.float16, torch.int64, torch.int32, torch.int16,
+                torch.int8, torch.uint8, torch.bool}
+
+
+def to_wire(value: Any) -> dict:
+    """A value returned by student code, as plain data: tensors become raw arrays."""
+    if isinstance(value, torch.Tensor):
+        t = torch.Tensor.detach(value)
+        meta = {"kind": "tensor", "torch_dtype": str(t.dtype).removeprefix("torch."), "device": str(t.device),
+                "requires_grad": bool(value.requires_grad), "shape": list(t.shape)}
+        if t.device.type == "meta":
+            return meta
+        t = t.cpu()
+        if t.dtype not in _WIRE_DTYPES:
+            t = t.float() if t.is_floating_point() else t.to(torch.int64)
+        meta["array"] = t.contiguous().numpy()
+        return meta
+    if isinstance(value, (bool, int, float)) or value is None:
+        return {"kind": type(value).__name__, "value": value}
+    return {"kind": type(value).__name__, "repr": repr(value)[:200]}
+
+
+def from_wire(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(value.copy())
+    if isinstance(value, list):
+        return [from_wire(v) for v in value]
+    if isinstance(value, dict):
+        return {k: from_wire(v) for k, v in value.items()}
+    return value
+
+
+def describe_exception(exc: BaseException, scratch: Path) -> dict:
+    """Type, message and the innermost frame inside the submission, for feedback."""
+    info: dict = {"type": type(exc).__name__, "message": str(exc)[:2000]}
+    if isinstance(exc, SystemExit):
+        info["message"] = f"sys.exit({exc.code!r}) was called"
+    if isinstance(exc, SyntaxError) and exc.filename:
+        info["file"], info["line"] = os.path.basename(exc.filename), exc.lineno
+        return info
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        info["missing_module"] = exc.name
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        try:
+            inside = Path(frame.filename).resolve().is_relative_to(scratch)
+        except (OSError, ValueError):
+            inside = False
+        if inside:
+            info["file"], info["line"], info["code"] = os.path.basename(frame.filename), frame.lineno, frame.line
+            break
+    return info
+
+
+class Ops:
+    def __init__(self, scratch: Path):
+        self.scratch = scratch
+        self.handles: dict[str, torch.nn.Module] = {}
+
+    # -- modules -------------------------------------------------------------------------------
+    def op_import(self, module: str) -> dict:
+        importlib.import_module(module)
+        return {}
+
+    def _module(self, name: str):
+        return sys.modules[name]
+
+    def op_build(self, handle: str, module: str, cls: str, config: dict, state: dict | None = None,
+                 seed: int = 0, train_mode: bool = False) -> dict:
+        mod = self._module(module)
+        torch.manual_seed(seed)
+        model = getattr(mod, cls)(mod.ModelConfig(**config))
+        if state is not None:
+            model.load_state_dict(from_wire(state), strict=True)
+        model.train(train_mode)
+        self.handles[handle] = model
+        return {"params": {n: list(p.shape) for n, p in model.named_parameters()},
+                "buffers": {n: list(b.shape) for n, b in model.named_buffers()}}
+
+    def op_state(self, handle: str) -> dict:
+        return {"state": {k: to_wire(v) for k, v in self.handles[handle].state_dict().items()}}
+
+    def op_drop(self, handle: str) -> dict:
+        self.handles.pop(handle, None)
+        return {}
+
+    def op_set_buffer(self, handle: str, name: str, value: Any) -> dict:
+        count = 0
+        for sub in self.handles[handle].modules():
+            if name in sub._buffers and sub._buffers[name] is not None:
+                old = sub._buffers[name]
+                sub._buffers[name] = from_wire(value).to(dtype=old.dtype, device=old.device)
+                count += 1
+        return {"count": count}
+
+    def op_swap(self, handle: str, path: str, standin: dict) -> dict:
+        """Replace the submodule at `path`, or with `method` set, that module's method."""
+        model = self.handles[handle]
+        kind = standin["kind"]
+        if kind == "affine":
+            replacement = standins.Affine(from_wire(standin["weight"]), from_wire(standin["bias"]))
+        elif kind == "rule_forward":
+            replacement = standins.RuleForward(standin["vocab_size"])
+        elif kind == "fixed_logits":
+            replacement = standins.FixedLogits(from_wire(standin["logits"]))
+        else:
+            raise ValueError(f"unknown stand-in {kind}")
+        if standin.get("method"):
+            target = model.get_submodule(path)
+            object.__setattr__(target, standin["method"], replacement)
+        else:
+            parent_path, _, name = path.rpartition(".")
+            setattr(model.get_submodule(parent_path), name, replacement)
+        return {}
+
+    def op_call(self, handle: str, method: str, args: list, seed: int = 0, grad: bool = False,
+                return_inputs: bool = False) -> dict:
+        model = self.handles[handle]
+        inputs = [from_wire(a) for a in args]
+        kept = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs] if return_inputs else None
+        torch.manual_seed(seed)
+        model.zero_grad(set_to_none=True)
+        out = getattr(model, method)(*inputs)
+        reply: dict = {"out": to_wire(out)}
+        if grad:
+            if not isinstance(out, torch.Tensor) or not out.requires_grad:
+                reply["grad_error"] = "the returned value is not connected to the parameters (no gradient)"
+            else:
+                out.backward()
+                reply["grads"] = {n: to_wire(p.grad) for n, p in model.named_parameters() if p.grad is not None}
+        if return_inputs:
+            reply["inputs_after"] = [to_wire(x) for x in inputs]
+            del kept
+        return reply
+
+    def op_function(self, module: str, function: str, args: list) -> dict:
+        out = getattr(self._module(module), function)(*[from_wire(a) for a in args])
+        if isinstance(out, dict):
+            return {"out": {"kind": "dict", "items": {str(k): to_wire(v) for k, v in out.items()}}}
+        return {"out": to_wire(out)}
+
+    def op_meta_forward(self, handle: str, shape: list[int], vocab_size: int) -> dict:
+        model = self.handles.pop(handle).to("meta")
+        x = torch.randint(0, vocab_size, tuple(shape), device="meta")
+        return {"out": to_wire(model(x))}
+
+    # -- training ------------------------------------------------------------------------------
+    def op_train(self, module: str, function: str, kwargs: dict, config: dict, data: np.ndarray,
+                 data_path: str, record_class: str, seed: int = 0) -> dict:
+        """Run the student's train() on our data; hand back the weights of the model it built."""
+        train_mod = self._module(module)
+        target = self.scratch / data_path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(torch.from_numpy(data.copy()), target)
+
+        record: dict = {"models": [], "initial": None, "loss_calls": 0, "recorded": None}
+        base = getattr(train_mod, record_class)
+
+        class Recorded(base):  # type: ignore[misc, valid-type]
+            def __init__(self, *a, **k):
+                super().__init__(*a, **k)
+                record["models"].append(self)
+                if record["initial"] is None:
+                    record["initial"] = {n: v.detach().clone() for n, v in self.state_dict().items()}
+
+            def get_loss_on_batch(self, *a, **k):
+                record["loss_calls"] += 1
+                return super().get_loss_on_batch(*a, **k)
+
+        Recorded.__name__ = Recorded.__qualname__ = base.__name__
+        setattr(train_mod, record_class, Recorded)
+        model_mod = sys.modules.get(base.__module__)
+        if model_mod is not None and getattr(model_mod, record_class, None) is base:
+            setattr(model_mod, record_class, Recorded)
+
+        plot = getattr(train_mod, "plot_results", None)
+        if callable(plot):
+            def recording_plot(losses, grad_norms, *a, **k):
+                record["recorded"] = {"losses": _floats(losses), "grad_norms": _floats(grad_norms)}
+                return plot(losses, grad_norms, *a, **k)
+            train_mod.plot_results = recording_plot
+
+        torch.manual_seed(seed)
+        try:
+            getattr(train_mod, function)(model_config=train_mod.ModelConfig(**config), **kwargs)
+        finally:
+            setattr(train_mod, record_class, base)
+            if model_mod is not None and getattr(model_mod, record_class, None) is Recorded:
+                setattr(model_mod, record_class, base)
+        if not record["models"]:
+            return {"models": 0}
+        final = record["models"][-1].state_dict()
+        return {"models": len(record["models"]), "loss_calls": record["loss_calls"], "recorded": record["recorded"],
+                "initial": {k: to_wire(v) for k, v in record["initial"].items()},
+                "final": {k: to_wire(v) for k, v in final.items()}}
+
+
+def _floats(values: Any) -> list[float] | None:
+    try:
+        return [float(v) for v in list(values)[:100_000]]
+    except Exception:  # whatever the student recorded, it is only shown
+        return None

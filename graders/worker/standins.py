@@ -1,0 +1,55 @@
+"""Simple known modules swapped in for a student's submodules, to test one method in isolation.
+
+The trusted side computes what a correct method does with the same stand-ins, so a student whose
+attention is broken still earns the block's points for the right wiring.
+"""
+
+import torch
+import torch.nn as nn
+
+
+class Affine(nn.Module):
+    """x -> x Wᵀ + b with fixed weights: a stand-in for attention, an MLP or a whole block."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor):
+        super().__init__()
+        self.register_buffer("weight", weight)
+        self.register_buffer("bias", bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.weight.T + self.bias
+
+
+def rule_next_token(tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """The token a stand-in forward makes the argmax after each prefix: depends on the whole prefix
+    and on the position, so generate must feed back every new token and read the last position."""
+    positions = torch.arange(tokens.shape[-1], device=tokens.device)
+    return (7 * tokens.cumsum(-1) + 3 * positions + tokens + 1) % vocab_size
+
+
+def rule_logits(tokens: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """(B, T) -> (B, T, V) logits, uniquely maximal at rule_next_token, in no other order."""
+    target = rule_next_token(tokens, vocab_size)
+    vocab = torch.arange(vocab_size, device=tokens.device)
+    return -0.5 * (vocab - target[..., None]).abs().float() + 0.1 * torch.cos(vocab.float())
+
+
+class RuleForward:
+    """A forward whose argmax follows rule_next_token; counts its calls."""
+
+    def __init__(self, vocab_size: int):
+        self.vocab_size, self.calls = vocab_size, 0
+
+    def __call__(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        self.calls += 1
+        return rule_logits(x, self.vocab_size)
+
+
+class FixedLogits:
+    """A forward returning given logits, cut to the input's length (a causal model's prefix)."""
+
+    def __init__(self, logits: torch.Tensor):
+        self.logits = logits
+
+    def __call__(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        return self.logits[: x.shape[0], : x.shape[1]].clone().requires_grad_(True)
