@@ -46,7 +46,7 @@ def expect_tensor(out: dict, shape: tuple[int, ...], what: str, floating: bool =
         fail(f"{what} returned {out.get('kind')}, expected a tensor of shape {tuple(shape)}")
     got = tuple(out["shape"])
     if got != tuple(shape):
-        hint = ": this looks like the unfilled starter" if got in ((1,), (0,), ()) else ""
+        hint = ": not implemented (this is what the unfilled starter returns)" if got in ((1,), (0,)) else ""
         fail(f"{what} returned shape {got}, expected {tuple(shape)}{hint}")
     if "array" not in out:
         fail(f"{what} returned a tensor on the {out.get('device')} device")
@@ -69,7 +69,8 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, what: str,
     worst = float(err.max()) if err.numel() else 0.0
     if worst > tol:
         index = tuple(int(i) for i in np.unravel_index(int(err.argmax()), tuple(err.shape)))
-        where = _index_words(index[:len(axes)], axes)
-        fail(f"{what} differs from the reference by up to {worst:.3g} at {where} (tolerance {tol:.1g})",
+        where = _index_words(index[:len(axes)], axes) if axes else None
+        at = f" at {where}" if where else ""
+        fail(f"{what} differs from the reference by up to {worst:.3g}{at} (tolerance {tol:.1g})",
              measured=worst, tolerance=tol, where=where)
     return worst

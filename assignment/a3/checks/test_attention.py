@@ -102,6 +102,7 @@ def test_attention_input_untouched(a3: A3):
     a3.build(CLS, case, state)
     x = activations(case, generator(case, 7, a3.seed)).float()
     reply = a3.call("m", CLS, "forward", x, return_inputs=True)
+    expect_tensor(reply["out"], tuple(x.shape), "CausalAttention.forward")
     after = expect_tensor(reply["inputs_after"][0], tuple(x.shape), "the input after CausalAttention.forward")
     if not torch.equal(after.float(), x):
         fail("CausalAttention.forward modified its input tensor in place")

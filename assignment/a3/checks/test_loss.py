@@ -19,6 +19,9 @@ def _value(out: dict) -> torch.Tensor:
     if out.get("kind") != "tensor" or "array" not in out:
         fail(f"{WHAT} returned {out.get('kind')}, expected a scalar tensor")
     t = torch.from_numpy(out["array"]).double()
+    if tuple(out["shape"]) == (1,) and not out["requires_grad"]:
+        fail(f"{WHAT} returned a shape (1,) tensor not connected to the model: not implemented "
+             "(this is what the unfilled starter returns)")
     if t.numel() != 1:
         fail(f"{WHAT} returned shape {tuple(out['shape'])}, expected a scalar (the mean over all predictions)")
     if not torch.isfinite(t).all():

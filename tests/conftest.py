@@ -1,0 +1,68 @@
+"""Shared helpers: build real submission zips and grade many of them with real `grade` processes."""
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+
+
+REPO = Path(__file__).resolve().parent.parent
+REFERENCE = REPO / "reference" / "a3"
+FILES = ("model_solution.py", "train.py", "utils.py")
+GRADE = [sys.executable, "-m", "graders.cli"]
+# Short timeouts keep the hostile cases quick; the reference finishes every call in milliseconds.
+TEST_LIMITS = ["--limit", "call_timeout_s=3", "--limit", "import_timeout_s=30", "--limit", "train_timeout_s=30"]
+
+
+def reference_files() -> dict[str, str]:
+    return {name: (REFERENCE / name).read_text() for name in FILES}
+
+
+def edited(file: str, old: str, new: str, files: dict[str, str] | None = None) -> dict[str, str]:
+    """The reference (or `files`) with one exact, unique edit in `file`."""
+    files = dict(files or reference_files())
+    assert files[file].count(old) == 1, f"{old!r} must occur once in {file}"
+    files[file] = files[file].replace(old, new)
+    return files
+
+
+def write_zip(path: Path, files: dict[str, str | bytes], folder: str = "") -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, text in sorted(files.items()):
+            z.writestr(folder + name, text)
+    return path
+
+
+def grade_all(zips: list[Path], out: Path, jobs: int = 2, extra: list[str] = TEST_LIMITS) -> dict[str, dict]:
+    """Grade `zips` with `jobs` real grade processes; results.json of each, by zip stem."""
+    chunks = [zips[i::jobs] for i in range(jobs) if zips[i::jobs]]
+    procs = [subprocess.Popen([*GRADE, *map(str, chunk), "--out", str(out / f"job{i}"), "--quiet", *extra],
+                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for i, chunk in enumerate(chunks)]
+    logs = [p.communicate()[0] for p in procs]
+    results = {}
+    for i, chunk in enumerate(chunks):
+        for z in chunk:
+            target = out / f"job{i}" / z.stem / "results.json" if len(chunk) > 1 else out / f"job{i}" / "results.json"
+            assert target.exists(), f"no results for {z.name}:\n{logs[i][-3000:]}"
+            results[z.stem] = json.loads(target.read_text())
+    for p, log in zip(procs, logs):
+        assert p.returncode == 0, log[-3000:]
+    return results
+
+
+def items(results: dict) -> dict[str, dict]:
+    return {i["id"]: i for i in results["items"]}
+
+
+def lost(results: dict) -> set[str]:
+    return {i["id"] for i in results["items"] if i["max_score"] > 0 and not i["bonus"] and i["score"] < i["max_score"]}
+
+
+def messages(results: dict, item: str) -> str:
+    return " | ".join(c["message"] for c in items(results)[item]["checks"] if c["status"] != "passed")
+
+

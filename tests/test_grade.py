@@ -1,0 +1,155 @@
+"""End to end: real zips through real `grade` processes and real workers."""
+
+import json
+import re
+import subprocess
+
+import pytest
+from conftest import GRADE, REPO, edited, grade_all, items, lost, messages, reference_files, write_zip
+
+STUB_BODY = "        return torch.empty(1)  # TODO\n"
+
+
+def _stub() -> dict[str, str]:
+    """Every student method returns torch.empty(1), like an unfilled starter (GELU is given)."""
+    out, skip_indent, cls = [], None, ""
+    for line in reference_files()["model_solution.py"].splitlines(keepends=True):
+        indent = len(line) - len(line.lstrip())
+        if skip_indent is not None:
+            if line.strip() and indent <= skip_indent:
+                skip_indent = None
+            else:
+                continue
+        out.append(line)
+        if line.startswith("class "):
+            cls = line.split()[1].split("(")[0]
+        if line.strip().startswith(("def forward", "def generate", "def get_loss_on_batch")) and cls != "GELU":
+            out.append(STUB_BODY + "\n")
+            skip_indent = indent
+    return {**reference_files(), "model_solution.py": "".join(out)}
+
+
+SCENARIOS = {
+    "reference": reference_files(),
+    "reference_again": reference_files(),
+    "stub": _stub(),
+    "hang_in_generate": edited("model_solution.py", "        for _ in range(num_new_tokens):\n",
+                               "        while True:\n            pass\n        for _ in range(num_new_tokens):\n"),
+    "segfault_in_generate": edited("model_solution.py", "        for _ in range(num_new_tokens):\n",
+                                   "        import ctypes; ctypes.string_at(0)\n        for _ in range(num_new_tokens):\n"),
+    "exit_in_generate": edited("model_solution.py", "        for _ in range(num_new_tokens):\n",
+                               "        import sys; sys.exit(0)\n        for _ in range(num_new_tokens):\n"),
+    "os_exit_in_generate": edited("model_solution.py", "        for _ in range(num_new_tokens):\n",
+                                  "        import os; os._exit(3)\n        for _ in range(num_new_tokens):\n"),
+    "hang_in_attention": edited("model_solution.py", "        B, T, _ = x.shape\n",
+                                "        B, T, _ = x.shape\n        while True:\n            pass\n"),
+    "syntax_error": edited("model_solution.py", "class GELU(nn.Module):", "class GELU(nn.Module)"),
+    "unknown_import": edited("model_solution.py", "import einops", "import einopz"),
+    "exit_at_import_of_train": edited("train.py", "if torch.cuda.is_available():", "import sys\nsys.exit(0)\nif torch.cuda.is_available():"),
+    "no_train": {k: v for k, v in reference_files().items() if k != "train.py"},
+}
+
+
+@pytest.fixture(scope="session")
+def graded(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("zips")
+    zips = [write_zip(folder / f"{name}.zip", files) for name, files in SCENARIOS.items()]
+    zips.append(write_zip(folder / "nested.zip", {**reference_files(), "__MACOSX/._x": "junk", ".DS_Store": "junk"},
+                          folder="submission/"))
+    return grade_all(zips, tmp_path_factory.mktemp("out"))
+
+
+def test_reference_scores_full_marks(graded):
+    r = graded["reference"]
+    assert (r["score"], r["max_score"], r["bonus_max"]) == (30, 30, 9)
+    assert all(c["status"] in ("passed", "not_applicable") for i in r["items"] for c in i["checks"])
+    assert r["warnings"] == [] and r["problems"] == {} and r["grader_error"] is None
+    t = r["training"]
+    assert t["initial_loss"] - t["final_loss"] >= 1 and t["steps"] == 100 and t["plot"] == "losses_and_grad_norms.png"
+    assert len(t["recorded_losses"]) == 100
+
+
+def test_a_zip_with_one_folder_and_mac_junk_grades_the_same(graded):
+    assert graded["nested"]["score"] == 30
+
+
+def test_same_submission_same_json_but_timings(graded):
+    a, b = (dict(graded[k]) for k in ("reference", "reference_again"))
+    for r in (a, b):
+        r.pop("timings")
+        r["submission"].pop("name")
+        r["output"]["stderr"] = ""  # tqdm's rates are timings too
+    assert a == b
+
+
+def test_stub_scores_zero_with_not_implemented_feedback(graded):
+    r = graded["stub"]
+    assert r["score"] == 0
+    for item in ("3(a)ii", "3(a)iii", "3(a)iv", "3(a)v", "3(a)vi", "3(b)ii"):
+        assert "not implemented" in items(r)[item]["feedback"], items(r)[item]["feedback"]
+    assert all(c["status"] != "error" for i in r["items"] for c in i["checks"])
+
+
+@pytest.mark.parametrize("case, reason", [
+    ("hang_in_generate", "timed out after 3 s in Transformer.generate"),
+    ("segfault_in_generate", "worker killed by SIGSEGV in Transformer.generate"),
+    ("exit_in_generate", "sys.exit(0) was called"),
+    ("os_exit_in_generate", "worker exited with status 3 during Transformer.generate"),
+])
+def test_a_broken_method_costs_its_item_only(graded, case, reason):
+    r = graded[case]
+    assert lost(r) == {"3(a)vi"}, lost(r)
+    assert r["score"] == 25
+    assert reason in messages(r, "3(a)vi")
+
+
+def test_a_hang_in_attention_keeps_the_block_wiring_points(graded):
+    r = graded["hang_in_attention"]
+    assert items(r)["3(a)ii"]["score"] == 1
+    block = {c["name"]: c["status"] for c in items(r)["3(a)iv"]["checks"]}
+    assert block == {"block_agrees": "failed", "block_wiring": "passed"}
+    assert "timed out after 3 s in CausalAttention.forward" in messages(r, "3(a)iii")
+
+
+def test_syntax_error_names_file_and_line(graded):
+    r = graded["syntax_error"]
+    line = reference_files()["model_solution.py"].splitlines().index("class GELU(nn.Module):") + 1
+    assert r["problems"]["model_solution.py"] == f"model_solution.py, line {line}: SyntaxError: expected ':'"
+    assert r["score"] == 0
+    assert items(r)["3(a)iii"]["feedback"].startswith("model_solution.py, line")
+    assert items(r)["utils"]["status"] == "passed"  # utils.py is fine and still graded
+
+
+def test_unknown_import_is_named(graded):
+    msg = graded["unknown_import"]["problems"]["model_solution.py"]
+    assert "imports 'einopz'" in msg and "line" in msg
+
+
+def test_exit_at_import_costs_the_training_item_only(graded):
+    r = graded["exit_at_import_of_train"]
+    assert lost(r) == {"3(b)iii"}
+    assert "train.py sys.exit(0) at import" in r["problems"]["train.py"]
+
+
+def test_missing_train_py(graded):
+    r = graded["no_train"]
+    assert lost(r) == {"3(b)iii"} and r["score"] == 27
+    assert items(r)["3(b)iii"]["feedback"] == "train.py missing from the submission"
+
+
+def test_cli_prints_a_table_and_exits_zero(tmp_path):
+    z = write_zip(tmp_path / "submission.zip", _stub())
+    run = subprocess.run([*GRADE, str(z), "--out", str(tmp_path / "out")], cwd=REPO, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "3(a)iii" in run.stdout and "not implemented" in run.stdout
+    assert re.search(r"^total\s+0\s+30\s", run.stdout, re.M), run.stdout
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["score"] == 0
+
+
+def test_not_a_zip_gets_a_report_with_the_reason(tmp_path):
+    bad = tmp_path / "submission.zip"
+    bad.write_bytes(b"this is not a zip")
+    run = subprocess.run([*GRADE, str(bad), "--out", str(tmp_path / "out")], cwd=REPO, capture_output=True, text=True)
+    assert run.returncode == 0
+    r = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert r["score"] == 0 and "not a readable zip file" in r["problems"]["submission"]

@@ -1,0 +1,53 @@
+from pathlib import Path
+
+import pytest
+
+from graders.spec import SpecError, load_spec, spec_path
+
+A3 = spec_path("a3")
+
+
+def test_a3_spec_loads_with_the_handouts_points():
+    spec = load_spec(A3)
+    assert spec.points() == 30 and spec.points(bonus=True) == 9
+    points = {i.id: i.points for i in spec.items}
+    assert points == {"3(a)ii": 1, "3(a)iii": 6, "3(a)iv": 2, "3(a)v": 6, "3(a)vi": 5, "3(b)ii": 7,
+                      "3(b)iii": 3, "3(c)": 9, "utils": 0, "advice": 0}
+
+
+def test_every_check_has_exactly_one_hidden_test():
+    spec = load_spec(A3)
+    checks_dir = Path(__file__).resolve().parent.parent / spec.checks_dir
+    tests = [line.split("(")[0].removeprefix("def test_") for f in checks_dir.glob("test_*.py")
+             for line in f.read_text().splitlines() if line.startswith("def test_")]
+    assert sorted(tests) == sorted(c.name for i in spec.items for c in i.checks)
+
+
+@pytest.mark.parametrize("edit, field", [
+    (("points = 6", "points = -6"), "items.1.points"),
+    (('weight = 3, title = "matches the reference on random weights" },\n  { name = "mlp_position_wise"',
+      'weight = "heavy", title = "x" },\n  { name = "mlp_position_wise"'), "items.0.checks.0.weight"),
+    (("call_timeout_s = 10", "call_timeout = 10"), "limits.call_timeout_s"),
+    (("n_heads = 2", "n_heads = 3"), "training.model"),
+])
+def test_a_broken_spec_names_the_field(tmp_path, edit, field):
+    text = A3.read_text()
+    assert edit[0] in text
+    bad = tmp_path / "spec.toml"
+    bad.write_text(text.replace(edit[0], edit[1], 1))
+    with pytest.raises(SpecError, match=field.replace(".", r"\.")):
+        load_spec(bad)
+
+
+def test_duplicate_check_names_are_refused(tmp_path):
+    bad = tmp_path / "spec.toml"
+    bad.write_text(A3.read_text().replace('name = "mlp_position_wise"', 'name = "mlp_agrees"'))
+    with pytest.raises(SpecError, match="duplicate check name: mlp_agrees"):
+        load_spec(bad)
+
+
+def test_not_toml_is_refused(tmp_path):
+    bad = tmp_path / "spec.toml"
+    bad.write_text("items = [")
+    with pytest.raises(SpecError, match="not valid TOML"):
+        load_spec(bad)
