@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import tempfile
@@ -22,7 +23,11 @@ from .spec import Limits
 from .worker import protocol
 
 WORKER_PACKAGE = Path(__file__).resolve().parent / "worker"
-_BOOT = "import sys; sys.path.insert(0, sys.argv.pop(4)); from gradeworker.main import run; run()"
+# `-I -S`: no user site, no PYTHONPATH, no .pth files, so the editable install of `graders` is not
+# importable; only the private copy of the worker and the site-packages we name are.
+_BOOT = ("import sys; sys.path.insert(0, sys.argv.pop(4)); sys.path += sys.argv.pop(4).split(':'); "
+         "from gradeworker.main import run; run()")
+SITE_PACKAGES = ":".join(site.getsitepackages())
 
 
 class WorkerError(Exception):
@@ -98,7 +103,8 @@ class Worker:
         err_r, err_w = os.pipe()
         limits = json.dumps({"memory_mb": self.limits.memory_mb, "threads": self.limits.threads})
         self._proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", "-c", _BOOT, str(req_r), str(rep_w), limits, str(self._stage)],
+            [sys.executable, "-I", "-S", "-B", "-c", _BOOT, str(req_r), str(rep_w), limits, str(self._stage),
+             SITE_PACKAGES],
             cwd=self.scratch, env=self._env(), stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
             pass_fds=(req_r, rep_w), start_new_session=True, close_fds=True)
         for fd in (req_r, rep_w, out_w, err_w):

@@ -1,6 +1,8 @@
 """The grade report's schema: `results.json` is this model, and `schemas/results.schema.json` its
 exported JSON Schema (tests keep the two in step)."""
 
+import json
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -73,3 +75,15 @@ class Results(BaseModel):
     output: Output = Field(default_factory=Output)
     sandbox: str = ""
     grader_error: str | None = None
+
+
+SCHEMA_FILE = Path(__file__).resolve().parent / "schemas" / "results.schema.json"
+
+
+def schema_text() -> str:
+    return json.dumps(Results.model_json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":  # python -m graders.results: re-export the schema after changing the models
+    SCHEMA_FILE.parent.mkdir(exist_ok=True)
+    SCHEMA_FILE.write_text(schema_text())

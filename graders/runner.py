@@ -61,6 +61,7 @@ class GradePlugin:
         self.ctx, self.broken, self.deadline = ctx, broken, deadline
         self.by_check = ctx.spec.check_item()
         self.results: dict[str, CheckResult] = {}
+        self.seconds: dict[str, float] = {}
         self.collected: set[str] = set()
 
     def pytest_configure(self, config: pytest.Config) -> None:
@@ -100,6 +101,8 @@ class GradePlugin:
         report = outcome.get_result()
         check = self._check_of(item)
         spec_item = self.by_check.get(check)
+        if spec_item is not None:
+            self.seconds[spec_item.id] = self.seconds.get(spec_item.id, 0.0) + report.duration
         if spec_item is None or (report.when != "call" and not (report.failed or report.skipped)):
             return
         spec_check = next(c for c in spec_item.checks if c.name == check)
@@ -210,6 +213,7 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None, pytest_args: tu
                                 "-c", str(checks_dir / "pytest.ini"), "--rootdir", str(checks_dir), *pytest_args],
                                plugins=[plugin])
             timings["checks_s"] = round(time.monotonic() - t, 3)
+            timings.update({f"item {k} s": round(v, 3) for k, v in plugin.seconds.items()})
             missing = [c.name for i in spec.items for c in i.checks if c.name not in plugin.results]
             if missing and not pytest_args:
                 raise RuntimeError(f"hidden checks did not run (pytest exit {int(code)}): {', '.join(missing)}")

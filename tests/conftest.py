@@ -7,11 +7,16 @@ import sys
 import zipfile
 from pathlib import Path
 
+import jsonschema
+
+from graders.results import SCHEMA_FILE
+
 
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "reference" / "a3"
 FILES = ("model_solution.py", "train.py", "utils.py")
+RESULTS_SCHEMA = json.loads(SCHEMA_FILE.read_text())
 GRADE = [sys.executable, "-m", "graders.cli"]
 # Short timeouts keep the hostile cases quick; the reference finishes every call in milliseconds.
 TEST_LIMITS = ["--limit", "call_timeout_s=3", "--limit", "import_timeout_s=30", "--limit", "train_timeout_s=30"]
@@ -49,6 +54,7 @@ def grade_all(zips: list[Path], out: Path, jobs: int = 2, extra: list[str] = TES
             target = out / f"job{i}" / z.stem / "results.json" if len(chunk) > 1 else out / f"job{i}" / "results.json"
             assert target.exists(), f"no results for {z.name}:\n{logs[i][-3000:]}"
             results[z.stem] = json.loads(target.read_text())
+            jsonschema.validate(results[z.stem], RESULTS_SCHEMA)
     for p, log in zip(procs, logs):
         assert p.returncode == 0, log[-3000:]
     return results

@@ -1,0 +1,51 @@
+"""Wall time of `grade` on the reference zip, and its split, median of N runs.
+
+    .venv/bin/python bench/grade_reference.py [--runs 5]
+
+Each run is a fresh `grade` process, as a TA would start it; "start-up" is the process's wall
+time not spent inside grading (interpreter, torch and pytest imports, writing the report).
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-"))
+    zip_path = tmp / "reference.zip"
+    with zipfile.ZipFile(zip_path, "w") as z:
+        for f in sorted((REPO / "reference" / "a3").glob("*.py")):
+            z.write(f, f.name)
+    rows: dict[str, list[float]] = {}
+    for i in range(args.runs):
+        out = tmp / f"out{i}"
+        start = time.monotonic()
+        subprocess.run([sys.executable, "-m", "graders.cli", str(zip_path), "--out", str(out), "--quiet"],
+                       cwd=REPO, check=True, capture_output=True)
+        wall = time.monotonic() - start
+        results = json.loads((out / "results.json").read_text())
+        assert results["score"] == results["max_score"], results["score"]
+        timings = results["timings"]
+        rows.setdefault("wall (whole process)", []).append(wall)
+        rows.setdefault("start-up and report", []).append(wall - timings["total_s"])
+        for key, value in timings.items():
+            rows.setdefault(key, []).append(value)
+    print(f"grade reference.zip, median of {args.runs} runs (seconds)")
+    for key, values in rows.items():
+        print(f"  {key:<24} {statistics.median(values):7.3f}   (min {min(values):.3f}, max {max(values):.3f})")
+
+
+if __name__ == "__main__":
+    main()

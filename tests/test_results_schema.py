@@ -1,0 +1,16 @@
+import json
+
+import jsonschema
+import pytest
+
+from graders.results import SCHEMA_FILE, schema_text
+
+
+def test_exported_schema_is_current():
+    assert SCHEMA_FILE.read_text() == schema_text(), "run `python -m graders.results` to re-export"
+
+
+def test_schema_rejects_a_report_without_score():
+    schema = json.loads(SCHEMA_FILE.read_text())
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"assignment": "a3"}, schema)
