@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
+from hypothesis.errors import Flaky
 
 from . import __version__
 from .checking import CheckFailure
@@ -122,6 +123,12 @@ class GradePlugin:
 
     @staticmethod
     def _failure(exc: BaseException | None, base: dict) -> CheckResult:
+        if isinstance(exc, Flaky):  # FlakyFailure too: it is a group of the failures seen
+            inner = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and exc.exceptions else None
+            result = GradePlugin._failure(inner, base) if inner else None
+            detail = f": {result.message}" if result else ""
+            return CheckResult(status="failed", message="the same input gave different results on two runs "
+                               f"(randomness in the code?){detail}", **base)
         example = _example(exc) if exc else None
         if isinstance(exc, CheckFailure):
             return CheckResult(status="failed", message=exc.message, measured=exc.measured, tolerance=exc.tolerance,

@@ -46,6 +46,9 @@ SCENARIOS = {
     "syntax_error": edited("model_solution.py", "class GELU(nn.Module):", "class GELU(nn.Module)"),
     "unknown_import": edited("model_solution.py", "import einops", "import einopz"),
     "exit_at_import_of_train": edited("train.py", "if torch.cuda.is_available():", "import sys\nsys.exit(0)\nif torch.cuda.is_available():"),
+    "random_generate": edited("model_solution.py", "            next_token = logits[:, -1, :].argmax(dim=-1, keepdim=True)\n",
+                              "            import random\n            pick = logits.argmax if random.random() < 0.7 else logits.argmin\n"
+                              "            next_token = pick(dim=-1)[:, -1:]\n"),
     "no_train": {k: v for k, v in reference_files().items() if k != "train.py"},
 }
 
@@ -101,6 +104,12 @@ def test_a_broken_method_costs_its_item_only(graded, case, reason):
     assert lost(r) == {"3(a)vi"}, lost(r)
     assert r["score"] == 25
     assert reason in messages(r, "3(a)vi")
+
+
+def test_randomness_fails_its_item_without_a_grader_error(graded):
+    r = graded["random_generate"]
+    assert lost(r) == {"3(a)vi"}
+    assert all(c["status"] != "error" for i in r["items"] for c in i["checks"])
 
 
 def test_a_hang_in_attention_keeps_the_block_wiring_points(graded):

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from hypothesis import example
 from hypothesis import strategies as st
 
-from graders.checking import expect_tensor, fail
+from graders.checking import expect_tensor, fail, tolerance
 from graders.client import StudentError
 from graders.runner import GradeContext
 
@@ -150,6 +150,17 @@ class A3:
         if out.get("kind") == "tensor" and out.get("torch_dtype") != "int64" and tuple(out["shape"]) == shape:
             fail(f"{what} returned dtype {out['torch_dtype']}, expected int64 token ids")
         return expect_tensor(out, shape, what, floating=False)
+
+
+def assert_prefix_unchanged(moved: torch.Tensor, base: torch.Tensor, t: int, what: str, changed: str,
+                            consequence: str) -> None:
+    """Causality: outputs at positions 0..t must not move when only later inputs changed."""
+    diff = (moved[:, :t + 1] - base[:, :t + 1]).abs().amax(dim=(0, 2))
+    tol = tolerance(base)
+    if diff.max() > tol:
+        p = int((diff > tol).nonzero()[0])
+        fail(f"{what} at position {p} changed by {float(diff.max()):.3g} when only {changed} after position {t} "
+             f"changed: {consequence}", measured=float(diff.max()), tolerance=tol, where=f"position {p}")
 
 
 def greedy_violation(ref_model: torch.nn.Module, sequence: torch.Tensor, prompt_len: int) -> str | None:

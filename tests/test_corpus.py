@@ -1,0 +1,46 @@
+"""Sensitivity and fairness: every planted bug loses points on its item, every correct-but-different
+implementation scores full marks. The corpus (tests/corpus/variants.py) is checked against the
+reference outside the grader by tests/corpus/verify_variants.py."""
+
+import pytest
+from conftest import REFERENCE, grade_all, items, lost, messages, write_zip
+
+from corpus.variants import VARIANTS, apply
+
+BUGS = [v for v in VARIANTS if v.kind == "bug"]
+CORRECT = [v for v in VARIANTS if v.kind == "correct"]
+
+
+@pytest.fixture(scope="session")
+def corpus_graded(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corpus")
+    zips = [write_zip(folder / f"{v.name}.zip", apply(v, REFERENCE)) for v in VARIANTS]
+    return grade_all(zips, tmp_path_factory.mktemp("corpus-out"))
+
+
+def test_corpus_is_big_enough():
+    assert len(BUGS) >= 15 and len(CORRECT) >= 6
+
+
+@pytest.mark.parametrize("variant", BUGS, ids=lambda v: v.name)
+def test_planted_bug_loses_points_on_its_item(corpus_graded, variant):
+    r = corpus_graded[variant.name]
+    by_id = items(r)
+    for item in variant.loses:
+        if by_id[item]["max_score"] == 0:  # utils: no points, but the check must fail
+            assert by_id[item]["status"] != "passed", f"{variant.name}: {item} passed"
+        else:
+            assert item in lost(r), f"{variant.name}: {item} kept {by_id[item]['score']}"
+        assert messages(r, item), f"{variant.name}: no message on {item}"
+    for item in variant.keeps:
+        assert by_id[item]["score"] == by_id[item]["max_score"] and by_id[item]["status"] in ("passed",), \
+            f"{variant.name}: {item} lost points: {messages(r, item)}"
+    assert not [c for i in r["items"] for c in i["checks"] if c["status"] == "error"]
+
+
+@pytest.mark.parametrize("variant", CORRECT, ids=lambda v: v.name)
+def test_correct_but_different_scores_full_marks(corpus_graded, variant):
+    r = corpus_graded[variant.name]
+    failed = {i["id"]: messages(r, i["id"]) for i in r["items"] if i["id"] in lost(r)}
+    assert r["score"] == 30, f"{variant.name}: {failed}"
+    assert items(r)["utils"]["status"] == "passed"
