@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo clean
+.PHONY: install test demo template clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,10 @@ test: $(STAMP)
 # Grades the reference (full marks) and a copy with a planted bug (loses 3(a)iii's points).
 demo: $(STAMP)
 	$(PY) -m graders.demo demo
+
+# Regenerates student_template/tests/data/ from reference/a3 (same bytes every run).
+template: $(STAMP)
+	$(PY) -m graders.template student_template
 
 clean:
 	rm -rf $(VENV) demo grade-out

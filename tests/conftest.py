@@ -19,7 +19,7 @@ FILES = ("model_solution.py", "train.py", "utils.py")
 RESULTS_SCHEMA = json.loads(SCHEMA_FILE.read_text())
 GRADE = [sys.executable, "-m", "graders.cli"]
 # Short timeouts keep the hostile cases quick; the reference finishes every call in milliseconds.
-TEST_LIMITS = ["--limit", "call_timeout_s=3", "--limit", "import_timeout_s=30", "--limit", "train_timeout_s=30"]
+TEST_LIMITS = ["--limit", "call_timeout_s=2", "--limit", "import_timeout_s=30", "--limit", "train_timeout_s=20"]
 
 
 def reference_files() -> dict[str, str]:

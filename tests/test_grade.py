@@ -5,6 +5,8 @@ import re
 import subprocess
 
 import pytest
+
+from graders import demo
 from conftest import GRADE, REPO, edited, grade_all, items, lost, messages, reference_files, write_zip
 
 STUB_BODY = "        return torch.empty(1)  # TODO\n"
@@ -41,14 +43,20 @@ SCENARIOS = {
                                "        import sys; sys.exit(0)\n        for _ in range(num_new_tokens):\n"),
     "os_exit_in_generate": edited("model_solution.py", "        for _ in range(num_new_tokens):\n",
                                   "        import os; os._exit(3)\n        for _ in range(num_new_tokens):\n"),
-    "hang_in_attention": edited("model_solution.py", "        B, T, _ = x.shape\n",
-                                "        B, T, _ = x.shape\n        while True:\n            pass\n"),
+    "raise_in_attention": edited("model_solution.py", "        B, T, _ = x.shape\n",
+                                 "        B, T, _ = x.shape\n        raise ValueError('not done yet')\n"),
     "syntax_error": edited("model_solution.py", "class GELU(nn.Module):", "class GELU(nn.Module)"),
     "unknown_import": edited("model_solution.py", "import einops", "import einopz"),
     "exit_at_import_of_train": edited("train.py", "if torch.cuda.is_available():", "import sys\nsys.exit(0)\nif torch.cuda.is_available():"),
     "random_generate": edited("model_solution.py", "            next_token = logits[:, -1, :].argmax(dim=-1, keepdim=True)\n",
                               "            import random\n            pick = logits.argmax if random.random() < 0.7 else logits.argmin\n"
                               "            next_token = pick(dim=-1)[:, -1:]\n"),
+    "device_unsafe": edited("model_solution.py", "torch.arange(x.shape[1], device=x.device)", "torch.arange(x.shape[1])"),
+    "dropout": edited("model_solution.py", "        return self.fc2(self.gelu(self.fc1(x)))",
+                      "        return F.dropout(self.fc2(self.gelu(self.fc1(x))), 0.1, self.training)"),
+    "memory_bomb_in_generate": edited("model_solution.py", "        for _ in range(num_new_tokens):\n",
+                                      "        hog = torch.ones(1 << 40, dtype=torch.uint8)\n        for _ in range(num_new_tokens):\n"),
+    "stdout_flood": edited("utils.py", "import torch\n", "import sys\nimport torch\n\nsys.stdout.write('A' * (200 << 20))\n"),
     "no_train": {k: v for k, v in reference_files().items() if k != "train.py"},
 }
 
@@ -59,7 +67,15 @@ def graded(tmp_path_factory):
     zips = [write_zip(folder / f"{name}.zip", files) for name, files in SCENARIOS.items()]
     zips.append(write_zip(folder / "nested.zip", {**reference_files(), "__MACOSX/._x": "junk", ".DS_Store": "junk"},
                           folder="submission/"))
+    zips += [p.rename(p.with_name(f"demo_{p.name}")) for p in demo.build(tmp_path_factory.mktemp("demo"))]
     return grade_all(zips, tmp_path_factory.mktemp("out"))
+
+
+def test_the_demo_zips_grade_as_the_readme_says(graded):
+    assert graded["demo_reference"]["score"] == 30
+    planted = lost(graded["demo_planted_bug"])
+    assert "3(a)iii" in planted and not planted & {"3(a)ii", "3(b)iii"}
+    assert "differs from the reference" in messages(graded["demo_planted_bug"], "3(a)iii")
 
 
 def test_reference_scores_full_marks(graded):
@@ -94,10 +110,11 @@ def test_stub_scores_zero_with_not_implemented_feedback(graded):
 
 
 @pytest.mark.parametrize("case, reason", [
-    ("hang_in_generate", "timed out after 3 s in Transformer.generate"),
+    ("hang_in_generate", "timed out after 2 s in Transformer.generate"),
     ("segfault_in_generate", "worker killed by SIGSEGV in Transformer.generate"),
     ("exit_in_generate", "sys.exit(0) was called"),
     ("os_exit_in_generate", "worker exited with status 3 during Transformer.generate"),
+    ("memory_bomb_in_generate", "RuntimeError in Transformer.generate"),
 ])
 def test_a_broken_method_costs_its_item_only(graded, case, reason):
     r = graded[case]
@@ -112,12 +129,26 @@ def test_randomness_fails_its_item_without_a_grader_error(graded):
     assert all(c["status"] != "error" for i in r["items"] for c in i["checks"])
 
 
-def test_a_hang_in_attention_keeps_the_block_wiring_points(graded):
-    r = graded["hang_in_attention"]
+@pytest.mark.parametrize("case, words", [("device_unsafe", "torch.arange without device="),
+                                         ("dropout", "different logits for the same input")])
+def test_warnings_cost_no_points(graded, case, words):
+    r = graded[case]
+    assert r["score"] == 30
+    assert any(words in w for w in r["warnings"]), r["warnings"]
+
+
+def test_broken_attention_keeps_the_block_wiring_points(graded):
+    r = graded["raise_in_attention"]
     assert items(r)["3(a)ii"]["score"] == 1
     block = {c["name"]: c["status"] for c in items(r)["3(a)iv"]["checks"]}
     assert block == {"block_agrees": "failed", "block_wiring": "passed"}
-    assert "timed out after 3 s in CausalAttention.forward" in messages(r, "3(a)iii")
+    assert "ValueError in CausalAttention.forward (model_solution.py, line" in messages(r, "3(a)iii")
+
+
+def test_a_stdout_flood_is_capped(graded):
+    r = graded["stdout_flood"]
+    assert r["score"] == 30
+    assert len(r["output"]["stdout"]) < 70_000 and "more bytes not kept" in r["output"]["stdout"]
 
 
 def test_syntax_error_names_file_and_line(graded):

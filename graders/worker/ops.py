@@ -152,10 +152,28 @@ class Ops:
             return {"out": {"kind": "dict", "items": {str(k): to_wire(v) for k, v in out.items()}}}
         return {"out": to_wire(out)}
 
-    def op_meta_forward(self, handle: str, shape: list[int], vocab_size: int) -> dict:
-        model = self.handles.pop(handle).to("meta")
-        x = torch.randint(0, vocab_size, tuple(shape), device="meta")
-        return {"out": to_wire(model(x))}
+    def op_factory_audit(self, handle: str, method: str, args: list) -> dict:
+        """Names of tensor factories that `method` calls without device=: tensors pinned to the CPU,
+        which break the model on a GPU. (The meta device finds the same, but its first use costs ~1 s.)"""
+        from torch.overrides import TorchFunctionMode
+
+        factories = {torch.ones, torch.zeros, torch.arange, torch.tensor, torch.full, torch.empty, torch.rand,
+                     torch.randn, torch.randint, torch.eye, torch.linspace, torch.tril_indices, torch.triu_indices}
+        found: list[str] = []
+
+        class Audit(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                out = func(*args, **kwargs)
+                # A 0-d tensor (e.g. a -inf fill value) is fine on any device.
+                if func in factories and "device" not in kwargs and isinstance(out, torch.Tensor) and out.dim() > 0:
+                    found.append(f"torch.{func.__name__}")
+                return out
+
+        inputs = [from_wire(a) for a in args]
+        with Audit():
+            getattr(self.handles[handle], method)(*inputs)
+        return {"calls": sorted(set(found))}
 
     # -- training ------------------------------------------------------------------------------
     def op_train(self, module: str, function: str, kwargs: dict, config: dict, data: np.ndarray,

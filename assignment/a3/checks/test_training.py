@@ -32,7 +32,10 @@ def run(grade):
             config=tr.model.model_dump(), data=data.numpy(), data_path=tr.data_path, record_class="Transformer",
             seed=spec.seeds.weights)
     except (StudentError, WorkerError) as e:
-        return None, f"train() failed: {e}"
+        hint = ""
+        if "does not require grad" in str(e):
+            hint = " (get_loss_on_batch must return a loss computed from the model's outputs: not implemented yet?)"
+        return None, f"train() failed: {e}{hint}"
     if reply.get("models", 0) == 0:
         return None, "train() never built a Transformer (it must build Transformer(model_config))"
     summary.steps = reply["loss_calls"]
