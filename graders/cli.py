@@ -1,14 +1,18 @@
 """`grade`: the command course staff run."""
 
 import argparse
+import csv
 import json
+import subprocess
 import sys
 import traceback
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from . import __version__
+from .gradescope import write_gradescope
+from .html_report import write_report
 from .results import Results, Submission
-from .runner import grade
 from .spec import Spec, SpecError, load_spec, spec_path
 
 
@@ -53,8 +57,125 @@ def _with_limits(spec: Spec, overrides: list[str]) -> Spec:
     return spec.model_copy(update={"limits": type(spec.limits).model_validate(limits)})
 
 
+def _report_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="grade report", description="Re-render report.html from a stored results.json.")
+    parser.add_argument("results", type=Path, help="a results.json that grade wrote")
+    parser.add_argument("--out", type=Path, help="the HTML file to write (default: report.html beside results.json)")
+    args = parser.parse_args(argv)
+    try:
+        results = Results.model_validate_json(args.results.read_bytes())
+    except (OSError, ValueError) as e:
+        print(f"grade report: {args.results}: {e}", file=sys.stderr)
+        return 2
+    print(f"report: {write_report(results, args.results.parent, args.out)}")
+    return 0
+
+
+def _students(folder: Path) -> dict[str, Path]:
+    """One submission per zip or folder in `folder` (a Gradescope export's submission_<id>/ folders
+    included), by student name: the zip's stem or the folder's name; dotfiles and other files skipped."""
+    found: dict[str, Path] = {}
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith(".") or entry.is_symlink():
+            continue
+        if entry.is_dir() or (entry.is_file() and entry.suffix.lower() == ".zip"):
+            name = entry.stem if entry.is_file() else entry.name
+            found[entry.name if name in found else name] = entry
+    return found
+
+
+def _grade_one(source: Path, out: Path, extra: list[str], timeout: float) -> str:
+    """Grade one submission in its own `grade` process, as single mode does; never raises."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        p = subprocess.run([sys.executable, "-m", "graders.cli", str(source), "--out", str(out), "--quiet", *extra],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
+        (out / "grade.log").write_text(p.stdout[-200_000:])
+        if (out / "results.json").exists():
+            return "graded" if p.returncode == 0 else "grader error"
+        reason = f"grade exited {p.returncode} without a report"
+    except subprocess.TimeoutExpired:
+        reason = f"grade took longer than {timeout:g} s"
+    except OSError as e:
+        reason = f"could not run grade: {e}"
+    return reason
+
+
+def _done(path: Path) -> bool:
+    """Graded already: a readable results.json without a grader error (those are retried)."""
+    try:
+        return Results.model_validate_json(path.read_bytes()).grader_error is None
+    except (OSError, ValueError):
+        return False
+
+
+def _csv_cell(text: str) -> str:
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text  # no formulas in spreadsheets
+
+
+def _batch_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="grade batch", description="Grade a folder of submissions (zips or folders).")
+    parser.add_argument("input", type=Path, help="a folder with one zip or folder per student")
+    parser.add_argument("--out", type=Path, required=True, help="OUT/<student>/results.json, report.html; OUT/grades.csv")
+    parser.add_argument("--jobs", type=int, default=1, help="submissions graded at once, each in its own process")
+    parser.add_argument("--force", action="store_true", help="regrade submissions that already have a results.json")
+    parser.add_argument("--assignment", default="a3")
+    parser.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE")
+    args = parser.parse_args(argv)
+    try:
+        spec = _with_limits(load_spec(spec_path(args.assignment)), args.limit)
+        if not args.input.is_dir():
+            raise ValueError(f"{args.input}: not a folder")
+        if args.jobs < 1:
+            raise ValueError("--jobs must be at least 1")
+    except (SpecError, ValueError) as e:
+        print(f"grade batch: {e}", file=sys.stderr)
+        return 2
+    from tqdm import tqdm
+
+    students = _students(args.input)
+    extra = ["--assignment", args.assignment] + [f"--limit={x}" for x in args.limit]
+    timeout = spec.limits.total_timeout_s + spec.limits.import_timeout_s + 120
+    todo = {s: src for s, src in students.items() if args.force or not _done(args.out / s / "results.json")}
+    failed: dict[str, str] = {}
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool, \
+            tqdm(total=len(students), initial=len(students) - len(todo), desc="grading", unit="sub") as bar:
+        futures = {pool.submit(_grade_one, src, args.out / s, extra, timeout): s for s, src in todo.items()}
+        for future in as_completed(futures):
+            student, outcome = futures[future], future.result()
+            if outcome not in ("graded", "grader error"):  # no report at all: still one, with score 0 and why
+                results = _fallback(students[student], spec, outcome)
+                _write(results, args.out / student)
+                write_report(results, args.out / student)
+            if outcome != "graded":
+                failed[student] = outcome
+            bar.update()
+    ids = [i.id for i in spec.items]
+    with open(args.out / "grades.csv", "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["student", "total", *ids])
+        for student in students:
+            try:
+                r = Results.model_validate_json((args.out / student / "results.json").read_bytes())
+            except (OSError, ValueError) as e:
+                failed[student] = f"unreadable results.json: {e}"
+                writer.writerow([_csv_cell(student), 0, *[""] * len(ids)])
+                continue
+            scores = {i.id: ("" if i.status == "manual" else f"{i.score:g}") for i in r.items}
+            writer.writerow([_csv_cell(student), f"{r.score:g}", *[scores.get(i, "") for i in ids]])
+    print(f"{len(students)} submissions ({len(students) - len(todo)} already graded), {len(failed)} failed; "
+          f"grades: {args.out / 'grades.csv'}")
+    for student, why in sorted(failed.items()):
+        print(f"failed: {student}: {why}", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="grade", description="Grade submission zips (or folders).")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in ("report", "batch") and not Path(argv[0]).exists():
+        return (_report_main if argv[0] == "report" else _batch_main)(argv[1:])
+    parser = argparse.ArgumentParser(prog="grade", description="Grade submission zips (or folders). "
+                                     "`grade report results.json` re-renders a report without regrading.")
     parser.add_argument("submissions", nargs="+", type=Path, help="submission.zip files or folders")
     parser.add_argument("--out", type=Path, default=Path("grade-out"),
                         help="where results.json goes (one sub-folder per submission when there are several)")
@@ -62,13 +183,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="print only the totals")
     parser.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE",
                         help="override one of the spec's [limits], e.g. --limit call_timeout_s=2")
+    parser.add_argument("--gradescope", type=Path, metavar="PATH",
+                        help="also write PATH in Gradescope's results.json format (one submission only)")
     args = parser.parse_args(argv)
+    if args.gradescope and len(args.submissions) != 1:
+        parser.error("--gradescope takes exactly one submission")
     try:
         spec = load_spec(spec_path(args.assignment))
         spec = _with_limits(spec, args.limit)
     except (SpecError, ValueError) as e:
         print(f"grade: {e}", file=sys.stderr)
         return 2
+    from .runner import grade  # torch and the checks: not needed by `grade report`
+
     status = 0
     for source in args.submissions:
         out = args.out if len(args.submissions) == 1 else args.out / source.stem
@@ -79,6 +206,13 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
             status = 1
         path = _write(results, out)
+        if args.gradescope:
+            write_gradescope(results, args.gradescope, spec.stdout_visibility)
+        try:
+            html = write_report(results, out)
+        except Exception:  # the HTML is a view of results.json, which is already written
+            traceback.print_exc()
+            html, status = None, 1
         if args.quiet:
             print(f"{source}: {results.score:g}/{results.max_score:g}")
         else:
@@ -86,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             print(_table(results))
             for w in results.warnings:
                 print(f"warning: {w}")
-            print(f"report: {path}")
+            print(f"report: {path}" + (f" and {html}" if html else ""))
         if results.grader_error:
             print(f"grader error: {results.grader_error}", file=sys.stderr)
     return status

@@ -23,6 +23,9 @@ class Check(_Strict):
     title: str = ""
 
 
+Visibility = Literal["visible", "hidden", "after_due_date", "after_published"]
+
+
 class Item(_Strict):
     id: str
     title: str
@@ -32,7 +35,7 @@ class Item(_Strict):
     report_as: Literal["score", "warning"] = "score"
     needs: tuple[str, ...] = Field(default=(), description="submitted files the item's checks import")
     checks: tuple[Check, ...] = ()
-    visibility: Literal["visible", "hidden", "after_due_date", "after_published"] = "visible"
+    visibility: Visibility = "visible"
 
     @model_validator(mode="after")
     def _checks_carry_weight(self) -> "Item":
@@ -99,6 +102,8 @@ class Spec(_Strict):
     hypothesis: HypothesisSettings
     training: Training
     items: tuple[Item, ...]
+    stdout_visibility: Visibility = Field(
+        "hidden", description="when students see what their code printed (Gradescope's stdout_visibility)")
 
     @model_validator(mode="after")
     def _unique_names(self) -> "Spec":
