@@ -8,19 +8,16 @@ it printed, the messages that quote its errors) is hostile and must render as te
 
 import base64
 import io
-import os
-import stat
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader
 from matplotlib.figure import Figure
 
 from .gradescope import captured_text, clip
+from .pngfile import read_png
 from .results import Results
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-MAX_PLOT_BYTES = 4 << 20  # as graders.runner keeps it
 MAX_CAPTURED = 20_000
 
 _env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True)
@@ -69,22 +66,9 @@ def student_plot(results: Results, folder: Path | None) -> bytes | None:
     if Path(name).name != name or name.startswith("."):
         return None
     try:
-        fd = os.open(folder / name, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+        return read_png(folder / name)
     except OSError:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = os.read(fd, MAX_PLOT_BYTES + 1)
-        while len(data) <= MAX_PLOT_BYTES and (more := os.read(fd, MAX_PLOT_BYTES + 1 - len(data))):
-            data += more
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_PLOT_BYTES or not data.startswith(PNG_SIGNATURE):
-        return None
-    return data
 
 
 def render(results: Results, folder: Path | None = None) -> str:

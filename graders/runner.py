@@ -1,6 +1,5 @@
 """One grade: intake, a worker, the hidden checks under pytest, scores, a Results object."""
 
-import os
 import shutil
 import tempfile
 import time
@@ -17,6 +16,7 @@ from .checking import CheckFailure
 from .client import StudentError, Worker, WorkerError
 from .intake import Intake, take_in
 from .reference import REPO, load_reference
+from .pngfile import MAX_PLOT_BYTES, read_png
 from .results import CheckResult, Output, Results, Submission, Training
 from .scoring import score_item
 from .spec import Spec
@@ -63,7 +63,6 @@ class GradePlugin:
         self.by_check = ctx.spec.check_item()
         self.results: dict[str, CheckResult] = {}
         self.seconds: dict[str, float] = {}
-        self.collected: set[str] = set()
 
     def pytest_configure(self, config: pytest.Config) -> None:
         # Same zip, same examples, same feedback: no database, derandomized, no shrinking (a shrink
@@ -80,9 +79,6 @@ class GradePlugin:
 
     def _check_of(self, item: pytest.Item) -> str:
         return item.originalname.removeprefix("test_")
-
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        self.collected = {self._check_of(i) for i in items}
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         check = self._check_of(item)
@@ -158,10 +154,6 @@ def _results(source: Path, spec: Spec, intake: Intake, items, started: float, **
                    warnings=intake.warnings + extra.pop("warnings", []), **extra)
 
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-MAX_PLOT_BYTES = 4 << 20
-
-
 def _keep_plot(training: Training | None, out_dir: Path | None, warnings: list[str]) -> None:
     """Copy the student's plot out of scratch: a regular PNG file under the cap, never a link."""
     if training is None or training.plot is None:
@@ -170,12 +162,10 @@ def _keep_plot(training: Training | None, out_dir: Path | None, warnings: list[s
     if out_dir is None:
         return
     try:
-        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as fh:
-            data = fh.read(MAX_PLOT_BYTES + 1)
+        data = read_png(source)
     except OSError:
         return
-    if not data.startswith(PNG_SIGNATURE) or len(data) > MAX_PLOT_BYTES:
+    if data is None:
         warnings.append(f"{source.name} is not a PNG image under {MAX_PLOT_BYTES >> 20} MiB; not kept")
         return
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -183,7 +173,7 @@ def _keep_plot(training: Training | None, out_dir: Path | None, warnings: list[s
     training.plot = source.name
 
 
-def grade(source: Path, spec: Spec, out_dir: Path | None = None, pytest_args: tuple[str, ...] = ()) -> Results:
+def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
     """Grade one submission (a zip or a folder). Never raises for anything the submission does.
     Files kept for the report (the training plot) go to `out_dir`."""
     started = time.monotonic()
@@ -217,19 +207,16 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None, pytest_args: tu
             t = time.monotonic()
             checks_dir = REPO / spec.checks_dir
             code = pytest.main([str(checks_dir), "-p", "no:cacheprovider", "-p", "no:terminal",
-                                "-c", str(checks_dir / "pytest.ini"), "--rootdir", str(checks_dir), *pytest_args],
+                                "-c", str(checks_dir / "pytest.ini"), "--rootdir", str(checks_dir)],
                                plugins=[plugin])
             timings["checks_s"] = round(time.monotonic() - t, 3)
             timings.update({f"item {k} s": round(v, 3) for k, v in plugin.seconds.items()})
             missing = [c.name for i in spec.items for c in i.checks if c.name not in plugin.results]
-            if missing and not pytest_args:
+            if missing:
                 raise RuntimeError(f"hidden checks did not run (pytest exit {int(code)}): {', '.join(missing)}")
             items = []
             for item in spec.items:
-                checks = [plugin.results[c.name] for c in item.checks if c.name in plugin.results]
-                if pytest_args and item.checks and not checks:
-                    continue
-                items.append(score_item(item, checks))
+                items.append(score_item(item, [plugin.results[c.name] for c in item.checks]))
             _keep_plot(ctx.training, out_dir, ctx.extra_warnings)
             warnings = [f"{c.title}: {c.message}" for i in items if i.status == "warning"
                         for c in i.checks if c.status not in ("passed", "not_applicable")]

@@ -90,13 +90,6 @@ class Ops:
         return {"params": {n: list(p.shape) for n, p in model.named_parameters()},
                 "buffers": {n: list(b.shape) for n, b in model.named_buffers()}}
 
-    def op_state(self, handle: str) -> dict:
-        return {"state": {k: to_wire(v) for k, v in self.handles[handle].state_dict().items()}}
-
-    def op_drop(self, handle: str) -> dict:
-        self.handles.pop(handle, None)
-        return {}
-
     def op_set_buffer(self, handle: str, name: str, value: Any) -> dict:
         count = 0
         for sub in self.handles[handle].modules():
@@ -130,7 +123,6 @@ class Ops:
                 return_inputs: bool = False) -> dict:
         model = self.handles[handle]
         inputs = [from_wire(a) for a in args]
-        kept = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs] if return_inputs else None
         torch.manual_seed(seed)
         model.zero_grad(set_to_none=True)
         out = getattr(model, method)(*inputs)
@@ -143,7 +135,6 @@ class Ops:
                 reply["grads"] = {n: to_wire(p.grad) for n, p in model.named_parameters() if p.grad is not None}
         if return_inputs:
             reply["inputs_after"] = [to_wire(x) for x in inputs]
-            del kept
         return reply
 
     def op_function(self, module: str, function: str, args: list) -> dict:
