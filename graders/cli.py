@@ -2,7 +2,6 @@
 
 import argparse
 import csv
-import json
 import subprocess
 import sys
 import traceback
@@ -14,6 +13,7 @@ from .gradescope import write_gradescope
 from .html_report import write_report
 from .results import Results, Submission
 from .spec import Spec, SpecError, load_spec, spec_path
+from .summary import write_summary
 
 
 def _table(results: Results) -> str:
@@ -113,6 +113,21 @@ def _csv_cell(text: str) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text  # no formulas in spreadsheets
 
 
+def _write_gradebook(path: Path, spec: Spec, students: dict[str, Path], graded: dict[str, Results]) -> None:
+    """grades.csv: one row per student (0 and empty items where there is no readable result)."""
+    ids = [i.id for i in spec.items]
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["student", "total", *ids])
+        for student in students:
+            r = graded.get(student)
+            if r is None:
+                writer.writerow([_csv_cell(student), 0, *[""] * len(ids)])
+                continue
+            scores = {i.id: ("" if i.status == "manual" else f"{i.score:g}") for i in r.items}
+            writer.writerow([_csv_cell(student), f"{r.score:g}", *[scores.get(i, "") for i in ids]])
+
+
 def _batch_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="grade batch", description="Grade a folder of submissions (zips or folders).")
     parser.add_argument("input", type=Path, help="a folder with one zip or folder per student")
@@ -150,21 +165,20 @@ def _batch_main(argv: list[str]) -> int:
             if outcome != "graded":
                 failed[student] = outcome
             bar.update()
-    ids = [i.id for i in spec.items]
-    with open(args.out / "grades.csv", "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["student", "total", *ids])
-        for student in students:
-            try:
-                r = Results.model_validate_json((args.out / student / "results.json").read_bytes())
-            except (OSError, ValueError) as e:
-                failed[student] = f"unreadable results.json: {e}"
-                writer.writerow([_csv_cell(student), 0, *[""] * len(ids)])
-                continue
-            scores = {i.id: ("" if i.status == "manual" else f"{i.score:g}") for i in r.items}
-            writer.writerow([_csv_cell(student), f"{r.score:g}", *[scores.get(i, "") for i in ids]])
+    graded: dict[str, Results] = {}
+    for student in students:
+        try:
+            graded[student] = Results.model_validate_json((args.out / student / "results.json").read_bytes())
+        except (OSError, ValueError) as e:
+            failed[student] = f"unreadable results.json: {e}"
+    _write_gradebook(args.out / "grades.csv", spec, students, graded)
+    # Grader errors are ours, not the student's: listed for a look, kept out of the class's numbers.
+    unfinished = {s: failed.get(s) or r.grader_error for s, r in graded.items() if r.grader_error}
+    unfinished.update({s: why for s, why in failed.items() if s not in graded})
+    write_summary({s: r for s, r in graded.items() if s not in unfinished}, unfinished, args.out / "summary.html",
+                  spec.title)
     print(f"{len(students)} submissions ({len(students) - len(todo)} already graded), {len(failed)} failed; "
-          f"grades: {args.out / 'grades.csv'}")
+          f"grades: {args.out / 'grades.csv'}, summary: {args.out / 'summary.html'}")
     for student, why in sorted(failed.items()):
         print(f"failed: {student}: {why}", file=sys.stderr)
     return 0

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .sandbox import Sandbox
 from .spec import Limits
 from .worker import protocol
 
@@ -86,11 +87,14 @@ class Worker:
         self._poison: str | None = None
         self._stage = Path(tempfile.mkdtemp(prefix="grade-worker-"))
         shutil.copytree(WORKER_PACKAGE, self._stage / "gradeworker", ignore=shutil.ignore_patterns("__pycache__"))
+        self._stage.chmod(0o755)  # only our worker code: readable by the sandbox uid
+        (scratch / ".tmp").mkdir(exist_ok=True)  # before the sandbox hands scratch to its uid
+        self.sandbox = Sandbox(scratch, self._stage, limits)
+        self.landlock: str | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     def _env(self) -> dict[str, str]:
         tmp = self.scratch / ".tmp"
-        tmp.mkdir(exist_ok=True)
         return {"PATH": "/usr/bin:/bin", "HOME": str(self.scratch), "TMPDIR": str(tmp), "LANG": "C.UTF-8",
                 "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
                 "MPLCONFIGDIR": str(tmp), "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1",
@@ -101,12 +105,15 @@ class Worker:
         rep_r, rep_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        limits = json.dumps({"memory_mb": self.limits.memory_mb, "threads": self.limits.threads})
+        limits = json.dumps({"memory_mb": self.limits.memory_mb, "threads": self.limits.threads,
+                             "landlock": self.sandbox.landlock_rules() if self.sandbox.caps.landlock_abi else None,
+                             "uid": self.sandbox.worker_uid, "scratch_tmpfs": bool(self.sandbox.caps.bwrap)})
+        argv = [sys.executable, "-I", "-S", "-B", "-c", _BOOT, str(req_r), str(rep_w), limits, str(self._stage),
+                SITE_PACKAGES]
         self._proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-B", "-c", _BOOT, str(req_r), str(rep_w), limits, str(self._stage),
-             SITE_PACKAGES],
-            cwd=self.scratch, env=self._env(), stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
-            pass_fds=(req_r, rep_w), start_new_session=True, close_fds=True)
+            self.sandbox.command(argv), cwd=self.scratch, env=self._env(), stdin=subprocess.DEVNULL, stdout=out_w,
+            stderr=err_w, pass_fds=(req_r, rep_w), start_new_session=True, close_fds=True,
+            preexec_fn=self.sandbox.preexec())
         for fd in (req_r, rep_w, out_w, err_w):
             os.close(fd)
         self._req, self._rep = req_w, rep_r
@@ -118,7 +125,8 @@ class Worker:
         if self._proc is not None:
             return
         self._spawn()
-        self._exchange(None, self.limits.import_timeout_s, "worker start-up (import torch)")
+        hello = self._exchange(None, self.limits.import_timeout_s, "worker start-up (import torch)")
+        self.landlock = hello.get("landlock") if isinstance(hello.get("landlock"), str) else None
         for module in list(self.modules):
             try:
                 self._exchange({"op": "import", "module": module}, self.limits.import_timeout_s,
@@ -150,10 +158,20 @@ class Worker:
         except (ProcessLookupError, PermissionError):
             pass
         proc.wait()
+        self.sandbox.sweep()  # what left the process group: daemons, double forks
 
     def close(self) -> None:
         self.kill()
+        self.sandbox.close()
         shutil.rmtree(self._stage, ignore_errors=True)
+
+    @property
+    def layers(self) -> str:
+        """The isolation the student code actually ran under, e.g. bwrap+uid+cgroup+rlimits+landlock."""
+        layers = self.sandbox.layers
+        if self.landlock is None:
+            layers = layers.replace("+landlock", "")
+        return layers
 
     # -- requests ------------------------------------------------------------------------------
     def begin_check(self) -> None:
@@ -169,6 +187,8 @@ class Worker:
         self.kill()
         if code is None:
             return WorkerError(f"the worker closed its reply pipe during {where}")
+        if code > 128 and self.sandbox.caps.bwrap:
+            code = 128 - code  # bwrap exits 128 + n when its child died of signal n
         if code < 0:
             return WorkerError(f"worker killed by {_signal_name(-code)} in {where}")
         return WorkerError(f"worker exited with status {code} during {where}")
@@ -190,6 +210,8 @@ class Worker:
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
             self.kill()
             raise WorkerError(f"the worker sent a malformed reply during {where}")
+        if reply.get("restart"):
+            self.kill()  # the next request gets a fresh worker (and scratch), without what this call left
         if not reply["ok"]:
             error = reply.get("error")
             raise StudentError(error if isinstance(error, dict) else {"message": str(error)[:500]}, where)

@@ -20,16 +20,23 @@ from .results import Results
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MAX_CAPTURED = 20_000
 
-_env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True)
+env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True)
 
 
-def _png_uri(data: bytes) -> str:
+def png_uri(data: bytes) -> str:
     return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+
+
+def figure_png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
 
 
 def training_plot(results: Results) -> bytes | None:
     """The run drawn with matplotlib (no pyplot: no global state): the losses the student's loop
-    recorded, the grader's recomputed initial and final held-out loss, the target and the floor."""
+    recorded, the grader's recomputed initial and final held-out loss, the reference's own run on the
+    same data, the target and the floor."""
     t = results.training
     if t is None or (not t.recorded_losses and t.initial_loss is None and t.final_loss is None):
         return None
@@ -38,7 +45,15 @@ def training_plot(results: Results) -> bytes | None:
     steps = t.steps or (len(t.recorded_losses) if t.recorded_losses else 1)
     if t.recorded_losses:
         xs = range(1, len(t.recorded_losses) + 1)
-        ax.plot(xs, t.recorded_losses, color="#4477aa", lw=1.2, label="your train() recorded (training batches)")
+        ys = [float("nan") if v is None else v for v in t.recorded_losses]
+        ax.plot(xs, ys, color="#4477aa", lw=1.2, label="your train() recorded (training batches)")
+    if t.reference_losses:
+        xs = range(1, len(t.reference_losses) + 1)
+        ax.plot(xs, t.reference_losses, color="#aa3377", lw=1, ls="--", alpha=0.8,
+                label="reference train(), same data and seed")
+    if t.reference_final_loss is not None:
+        ax.plot([len(t.reference_losses or ()) or steps], [t.reference_final_loss], "D", color="#aa3377", ms=5,
+                label=f"reference held-out loss after: {t.reference_final_loss:.3f}")
     if t.initial_loss is not None:
         ax.plot([0], [t.initial_loss], "o", color="#228833", ms=7, label=f"held-out loss before: {t.initial_loss:.3f}")
         target = t.initial_loss - t.required_improvement
@@ -51,9 +66,7 @@ def training_plot(results: Results) -> bytes | None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+    return figure_png(fig)
 
 
 def student_plot(results: Results, folder: Path | None) -> bytes | None:
@@ -82,10 +95,10 @@ def render(results: Results, folder: Path | None = None) -> str:
     for name, text in (("stdout", results.output.stdout), ("stderr", results.output.stderr)):
         full = captured_text(text, len(text) + 1)
         captured.append((name, clip(full, MAX_CAPTURED), len(full) > MAX_CAPTURED))
-    return _env.get_template("report.html.j2").render(
+    return env.get_template("report.html.j2").render(
         r=results, items=items, captured=captured,
         total_percent=round(100 * results.score / results.max_score, 1) if results.max_score else 0.0,
-        plot_uri=_png_uri(ours) if ours else None, student_plot_uri=_png_uri(theirs) if theirs else None,
+        plot_uri=png_uri(ours) if ours else None, student_plot_uri=png_uri(theirs) if theirs else None,
         student_plot_named=bool(results.training and results.training.plot))
 
 

@@ -13,10 +13,13 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+MAX_ZIP_BYTES = 64 << 20       # the upload itself: bounds the work of reading its directory
 MAX_ENTRIES = 200
-MAX_FILE_BYTES = 2 << 20
-MAX_TOTAL_BYTES = 16 << 20
-MAX_RATIO = 100
+MAX_FILE_BYTES = 2 << 20       # a required source file
+MAX_TOTAL_BYTES = 16 << 20     # the required files together
+MAX_DECLARED_BYTES = 256 << 20  # every entry together, as the headers declare them
+MAX_RATIO = 100                # deflate reaches ~1000x on zeros; source code compresses 3-5x
+RATIO_FLOOR = 8 << 20          # smaller entries cannot do harm whatever their ratio
 
 
 @dataclass
@@ -59,7 +62,25 @@ def _pick(candidates: dict[str, list[PurePosixPath]], warnings: list[str]) -> di
     return chosen
 
 
+def _bomb(source: Path, entries: list[zipfile.ZipInfo]) -> str | None:
+    """A reason to refuse the zip from its central directory alone, before anything is inflated."""
+    declared = 0
+    for info in entries:
+        declared += info.file_size
+        if info.file_size > RATIO_FLOOR and info.file_size > MAX_RATIO * max(info.compress_size, 1):
+            return (f"{source.name}: {info.filename} would expand {info.file_size // max(info.compress_size, 1)}x "
+                    f"to {info.file_size} bytes (a zip bomb?)")
+    if declared > MAX_DECLARED_BYTES:
+        return (f"{source.name} would expand to {declared} bytes; at most {MAX_DECLARED_BYTES} are accepted "
+                "(zip only your .py files)")
+    return None
+
+
 def _from_zip(source: Path, required: tuple[str, ...], result: Intake) -> dict[str, bytes]:
+    size = source.stat().st_size
+    if size > MAX_ZIP_BYTES:
+        result.rejected = f"{source.name} is {size} bytes; at most {MAX_ZIP_BYTES} are accepted (zip only your .py files)"
+        return {}
     try:
         archive = zipfile.ZipFile(source)
     except (zipfile.BadZipFile, OSError) as e:
@@ -72,6 +93,9 @@ def _from_zip(source: Path, required: tuple[str, ...], result: Intake) -> dict[s
             return {}
         if len(entries) > MAX_ENTRIES:
             result.rejected = f"{source.name} has {len(entries)} entries; at most {MAX_ENTRIES} are accepted"
+            return {}
+        if reason := _bomb(source, entries):
+            result.rejected = reason
             return {}
         candidates: dict[str, list[PurePosixPath]] = {}
         infos: dict[PurePosixPath, zipfile.ZipInfo] = {}
@@ -96,9 +120,6 @@ def _from_zip(source: Path, required: tuple[str, ...], result: Intake) -> dict[s
             if info.file_size > MAX_FILE_BYTES:
                 result.problems[name] = f"{name} is {info.file_size} bytes; at most {MAX_FILE_BYTES} are accepted"
                 continue
-            if info.compress_size and info.file_size / info.compress_size > MAX_RATIO:
-                result.rejected = f"{source.name}: {path} expands {info.file_size // info.compress_size}x (a zip bomb?)"
-                return {}
             try:
                 with archive.open(info) as fh:
                     raw = fh.read(MAX_FILE_BYTES + 1)  # headers may lie: never read past the cap

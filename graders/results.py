@@ -42,8 +42,10 @@ class Training(BaseModel):
     final_loss: float | None = None
     floor: float
     required_improvement: float
-    recorded_losses: list[float] | None = None
+    recorded_losses: list[float | None] | None = Field(None, description="what train() recorded; null where not finite")
     steps: int | None = None
+    reference_losses: list[float] | None = Field(None, description="the reference's training losses on the same data")
+    reference_final_loss: float | None = Field(None, description="the reference's held-out loss after the same run")
     plot: str | None = Field(None, description="file name, beside results.json, of the plot the student's train() saved")
 
 

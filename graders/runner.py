@@ -223,7 +223,7 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
             return _results(source, spec, intake, items, started, timings=timings,
                             problems=broken, training=ctx.training, warnings=warnings + ctx.extra_warnings,
                             output=Output(stdout=worker.stdout.text(), stderr=worker.stderr.text()),
-                            sandbox="subprocess+rlimits")
+                            sandbox=worker.layers)
         finally:
             worker.close()
     finally:

@@ -53,6 +53,11 @@ class Limits(_Strict):
     output_cap_bytes: int = Field(gt=0)
     reply_cap_bytes: int = Field(gt=0)
     threads: int = Field(ge=1)
+    cpu_s: float = Field(600, gt=0, description="RLIMIT_CPU of one worker (soft; SIGKILL 5 s later)")
+    file_size_mb: int = Field(64, gt=0, description="RLIMIT_FSIZE: the largest file student code may write")
+    open_files: int = Field(256, ge=32, description="RLIMIT_NOFILE")
+    processes: int = Field(64, ge=8, description="RLIMIT_NPROC and the pids cgroup (threads count)")
+    scratch_mb: int = Field(256, ge=16, description="size of the worker's scratch folder and /tmp, each (bwrap)")
 
 
 class Seeds(_Strict):

@@ -8,10 +8,9 @@ import zipfile
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from graders.results import SCHEMA_FILE
-
-
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "reference" / "a3"
@@ -72,3 +71,23 @@ def messages(results: dict, item: str) -> str:
     return " | ".join(c["message"] for c in items(results)[item]["checks"] if c["status"] != "passed")
 
 
+
+
+@pytest.fixture(scope="session")
+def scenario_zips(tmp_path_factory) -> dict[str, Path]:
+    """tests/scenarios.py's SCENARIOS as zips, plus one in a folder with Mac junk and the demo's two, by stem."""
+    from graders import demo
+    from scenarios import SCENARIOS
+
+    folder = tmp_path_factory.mktemp("zips")
+    zips = [write_zip(folder / f"{name}.zip", files) for name, files in SCENARIOS.items()]
+    zips.append(write_zip(folder / "nested.zip", {**reference_files(), "__MACOSX/._x": "junk", ".DS_Store": "junk"},
+                          folder="submission/"))
+    zips += [p.rename(folder / f"demo_{p.name}") for p in demo.build(tmp_path_factory.mktemp("demo"))]
+    return {z.stem: z for z in zips}
+
+
+@pytest.fixture(scope="session")
+def graded(scenario_zips, tmp_path_factory) -> dict[str, dict]:
+    """Each scenario graded in single mode (real `grade` processes, two at a time), by stem."""
+    return grade_all(list(scenario_zips.values()), tmp_path_factory.mktemp("out"))

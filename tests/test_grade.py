@@ -6,69 +6,8 @@ import subprocess
 
 import pytest
 
-from graders import demo
-from conftest import GRADE, REPO, edited, grade_all, items, lost, messages, reference_files, write_zip
-
-STUB_BODY = "        return torch.empty(1)  # TODO\n"
-
-
-def _stub() -> dict[str, str]:
-    """Every student method returns torch.empty(1), like an unfilled starter (GELU is given)."""
-    out, skip_indent, cls = [], None, ""
-    for line in reference_files()["model_solution.py"].splitlines(keepends=True):
-        indent = len(line) - len(line.lstrip())
-        if skip_indent is not None:
-            if line.strip() and indent <= skip_indent:
-                skip_indent = None
-            else:
-                continue
-        out.append(line)
-        if line.startswith("class "):
-            cls = line.split()[1].split("(")[0]
-        if line.strip().startswith(("def forward", "def generate", "def get_loss_on_batch")) and cls != "GELU":
-            out.append(STUB_BODY + "\n")
-            skip_indent = indent
-    return {**reference_files(), "model_solution.py": "".join(out)}
-
-
-SCENARIOS = {
-    "reference": reference_files(),
-    "reference_again": reference_files(),
-    "stub": _stub(),
-    "hang_in_generate": edited("model_solution.py", "        for _ in range(num_new_tokens):\n",
-                               "        while True:\n            pass\n        for _ in range(num_new_tokens):\n"),
-    "segfault_in_generate": edited("model_solution.py", "        for _ in range(num_new_tokens):\n",
-                                   "        import ctypes; ctypes.string_at(0)\n        for _ in range(num_new_tokens):\n"),
-    "exit_in_generate": edited("model_solution.py", "        for _ in range(num_new_tokens):\n",
-                               "        import sys; sys.exit(0)\n        for _ in range(num_new_tokens):\n"),
-    "os_exit_in_generate": edited("model_solution.py", "        for _ in range(num_new_tokens):\n",
-                                  "        import os; os._exit(3)\n        for _ in range(num_new_tokens):\n"),
-    "raise_in_attention": edited("model_solution.py", "        B, T, _ = x.shape\n",
-                                 "        B, T, _ = x.shape\n        raise ValueError('not done yet')\n"),
-    "syntax_error": edited("model_solution.py", "class GELU(nn.Module):", "class GELU(nn.Module)"),
-    "unknown_import": edited("model_solution.py", "import einops", "import einopz"),
-    "exit_at_import_of_train": edited("train.py", "if torch.cuda.is_available():", "import sys\nsys.exit(0)\nif torch.cuda.is_available():"),
-    "random_generate": edited("model_solution.py", "            next_token = logits[:, -1, :].argmax(dim=-1, keepdim=True)\n",
-                              "            import random\n            pick = logits.argmax if random.random() < 0.7 else logits.argmin\n"
-                              "            next_token = pick(dim=-1)[:, -1:]\n"),
-    "device_unsafe": edited("model_solution.py", "torch.arange(x.shape[1], device=x.device)", "torch.arange(x.shape[1])"),
-    "dropout": edited("model_solution.py", "        return self.fc2(self.gelu(self.fc1(x)))",
-                      "        return F.dropout(self.fc2(self.gelu(self.fc1(x))), 0.1, self.training)"),
-    "memory_bomb_in_generate": edited("model_solution.py", "        for _ in range(num_new_tokens):\n",
-                                      "        hog = torch.ones(1 << 40, dtype=torch.uint8)\n        for _ in range(num_new_tokens):\n"),
-    "stdout_flood": edited("utils.py", "import torch\n", "import sys\nimport torch\n\nsys.stdout.write('A' * (200 << 20))\n"),
-    "no_train": {k: v for k, v in reference_files().items() if k != "train.py"},
-}
-
-
-@pytest.fixture(scope="session")
-def graded(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("zips")
-    zips = [write_zip(folder / f"{name}.zip", files) for name, files in SCENARIOS.items()]
-    zips.append(write_zip(folder / "nested.zip", {**reference_files(), "__MACOSX/._x": "junk", ".DS_Store": "junk"},
-                          folder="submission/"))
-    zips += [p.rename(p.with_name(f"demo_{p.name}")) for p in demo.build(tmp_path_factory.mktemp("demo"))]
-    return grade_all(zips, tmp_path_factory.mktemp("out"))
+from conftest import GRADE, REPO, items, lost, messages, reference_files, write_zip
+from scenarios import stub
 
 
 def test_the_demo_zips_grade_as_the_readme_says(graded):
@@ -178,7 +117,7 @@ def test_missing_train_py(graded):
 
 
 def test_cli_prints_a_table_and_exits_zero(tmp_path):
-    z = write_zip(tmp_path / "submission.zip", _stub())
+    z = write_zip(tmp_path / "submission.zip", stub())
     run = subprocess.run([*GRADE, str(z), "--out", str(tmp_path / "out")], cwd=REPO, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert "3(a)iii" in run.stdout and "not implemented" in run.stdout

@@ -4,19 +4,22 @@ opened in real headless Chromium (Debian's `chromium`): it loads with no console
 plots decode, and nothing the submission wrote becomes markup."""
 
 import base64
+import csv
 import io
 import json
 import os
 import re
 import shutil
 import subprocess
+import time
 from html.parser import HTMLParser
 from pathlib import Path
 
+import jsonschema
 import pytest
 from PIL import Image
 
-from conftest import GRADE, REPO
+from conftest import GRADE, REPO, RESULTS_SCHEMA, TEST_LIMITS, edited
 from graders.html_report import render
 from graders.results import Results
 from test_gradescope import HOSTILE_NAME, HOSTILE_PRINT, HOSTILE_RAISE, _grade_once
@@ -261,32 +264,48 @@ def _same(results: dict) -> list:
             for i in results["items"]] + [results["score"], results["problems"]]
 
 
-def test_batch_grades_like_single_mode_writes_the_csv_and_resumes(runs, tmp_path):
-    from conftest import TEST_LIMITS, edited, reference_files, write_zip
-    from graders.spec import load_spec, spec_path
-    import csv
-    import time
+# Quick scenarios (no hang: each costs a call timeout per check), with the shared runs: 15 in all.
+BATCHED = ("reference", "stub", "segfault_in_generate", "exit_in_generate", "raise_in_attention", "syntax_error",
+           "unknown_import", "exit_at_import_of_train", "device_unsafe", "dropout", "no_train", "nested")
 
-    folder = tmp_path / "class"
-    folder.mkdir()
-    zips = Path(next(iter(runs.values()))["out"]).parent / "zips"
-    for z in zips.glob("*.zip"):
-        shutil.copy(z, folder / z.name)
+
+@pytest.fixture(scope="session")
+def batch(runs, scenario_zips, tmp_path_factory):
+    """A class folder graded by `grade batch --jobs 2`: zips, a folder submission, junk to skip."""
+    folder = tmp_path_factory.mktemp("class")
+    for name in BATCHED:
+        shutil.copy(scenario_zips[name], folder / f"{name}.zip")
+    for run in ("planted_bug", "hostile"):
+        source = next(p for p in (Path(runs[run]["out"]).parent / "zips").glob("*.zip") if p.stem in (run, HOSTILE_NAME[:-4]))
+        shutil.copy(source, folder / source.name)
     broken = folder / "folder_student"  # a folder submission, as in a Gradescope export
     broken.mkdir()
     for name, text in edited("model_solution.py", "class GELU(nn.Module):", "class GELU(nn.Module)").items():
         (broken / name).write_text(text)
     (folder / "submission_metadata.yml").write_text("not a submission\n")
     (folder / ".DS_Store").write_text("junk")
-    out = tmp_path / "out"
+    out = tmp_path_factory.mktemp("batch") / "out"
     p = subprocess.run([*GRADE, "batch", str(folder), "--jobs", "2", "--out", str(out), *TEST_LIMITS], cwd=REPO,
                        capture_output=True, text=True, timeout=1800)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
-    students = {"reference": "reference", "planted_bug": "planted_bug", HOSTILE_NAME.removesuffix(".zip"): "hostile"}
+    return {"folder": folder, "out": out, "log": p.stdout + p.stderr}
+
+
+def _students() -> dict[str, str]:
+    return {**{n: n for n in BATCHED}, "planted_bug": "planted_bug", HOSTILE_NAME.removesuffix(".zip"): "hostile"}
+
+
+def test_batch_grades_like_single_mode_and_writes_the_csv(batch, runs, graded):
+    from graders.spec import load_spec, spec_path
+
+    out, students = batch["out"], _students()
+    assert len(students) >= 10
     assert sorted(d.name for d in out.iterdir() if d.is_dir()) == sorted([*students, "folder_student"])
-    for student, run in students.items():
-        batch = json.loads((out / student / "results.json").read_text())
-        assert _same(batch) == _same(runs[run]["results"]), student
+    for student, single in students.items():
+        stored = json.loads((out / student / "results.json").read_text())
+        jsonschema.validate(stored, RESULTS_SCHEMA)
+        alone = runs[single]["results"] if single in runs else graded[single]
+        assert _same(stored) == _same(alone), student
         assert (out / student / "report.html").read_text().startswith("<!DOCTYPE html>")
     assert "model_solution.py" in json.loads((out / "folder_student" / "results.json").read_text())["problems"]
     ids = [i.id for i in load_spec(spec_path("a3")).items]
@@ -298,10 +317,53 @@ def test_batch_grades_like_single_mode_writes_the_csv_and_resumes(runs, tmp_path
         r = json.loads((out / row[0] / "results.json").read_text())
         scores = {i["id"]: "" if i["status"] == "manual" else f"{i['score']:g}" for i in r["items"]}
         assert row[1:] == [f"{r['score']:g}", *[scores[i] for i in ids]]
+
+
+def test_batch_resumes_without_regrading(batch):
+    out, students = batch["out"], [*_students(), "folder_student"]
     stamps = {s: (out / s / "results.json").stat().st_mtime_ns for s in students}
     started = time.monotonic()
-    p = subprocess.run([*GRADE, "batch", str(folder), "--jobs", "2", "--out", str(out)], cwd=REPO,
+    p = subprocess.run([*GRADE, "batch", str(batch["folder"]), "--jobs", "2", "--out", str(out)], cwd=REPO,
                        capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0 and "(4 already graded)" in p.stdout, p.stdout + p.stderr[-2000:]
+    assert p.returncode == 0 and f"({len(students)} already graded)" in p.stdout, p.stdout + p.stderr[-2000:]
     assert time.monotonic() - started < 60
     assert stamps == {s: (out / s / "results.json").stat().st_mtime_ns for s in students}
+
+
+def test_summary_counts_what_the_results_say(batch):
+    out = batch["out"]
+    stored = {d.name: json.loads((d / "results.json").read_text()) for d in out.iterdir() if d.is_dir()}
+    root = parse((out / "summary.html").read_text())
+    assert f"{len(stored)} submissions, {len(stored)} graded" in by_id(root, "counts").text()
+    for ident in ("score-histogram", "time-histogram"):
+        assert not_blank(decode_png_uri(by_id(root, ident).attrs["src"]))
+    rates = {n.attrs["data-check"]: n for n in root.walk() if n.tag == "tr" and "data-check" in n.attrs}
+    for name, row in rates.items():
+        outcomes = [c for r in stored.values() for i in r["items"] for c in i["checks"] if c["name"] == name]
+        unusable = [c for c in outcomes if c["status"] != "passed" and any(
+            p in c["message"] for r in stored.values() for p in r["problems"].values())]
+        ran = [c for c in outcomes if c["status"] != "not_applicable" and c not in unusable]
+        assert (int(row.attrs["data-passed"]), int(row.attrs["data-ran"])) == (
+            sum(c["status"] == "passed" for c in ran), len(ran)), name
+    # What the class struggles with: the planted bug's attention failure is named, with a count.
+    attention = rates["attention_agrees"].text()
+    assert "CausalAttention.forward" in attention and "failing)" in attention
+    listed = {[c for c in li.children if isinstance(c, Node)][0].text() for li in by_id(root, "needs-a-look").walk()
+              if li.tag == "li"}
+    assert listed == {s for s, r in stored.items() if r["problems"] or r["grader_error"]}
+    assert {"folder_student", "syntax_error", "unknown_import"} <= listed and "reference" not in listed
+    assert not [n for n in root.walk() if n.tag in ("script", "img") and n.attrs.get("id") not in (
+        "score-histogram", "time-histogram")]
+
+
+@needs_chromium
+def test_chromium_loads_the_summary_without_console_messages(batch, tmp_path):
+    p = chromium(batch["out"] / "summary.html", tmp_path, "--dump-dom")
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert not CONSOLE.findall(p.stderr), [line for line in p.stderr.splitlines() if CONSOLE.search(line)]
+    root = parse(p.stdout)
+    rows = [n for n in by_id(root, "students").walk() if n.tag == "tr"][1:]
+    names = [[c for c in row.children if isinstance(c, Node)][0].text() for row in rows]
+    assert names == sorted(d.name for d in batch["out"].iterdir() if d.is_dir())
+    assert HOSTILE_NAME.removesuffix(".zip") in names
+    assert not [(n.tag, a) for n in root.walk() for a in n.attrs if a.startswith("on")]

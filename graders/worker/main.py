@@ -15,9 +15,36 @@ def _set_limits(limits: dict) -> None:
         os.environ[var] = threads
 
 
+def _drop_uid(uid: int) -> None:
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+    if os.getuid() != uid or os.geteuid() != uid:
+        raise SystemExit("could not drop to the sandbox uid")
+
+
+def _children() -> int:
+    """Processes this worker started that are still running (a daemon that double-forked is
+    no longer counted here: the sandbox's sweep takes it when the worker ends)."""
+    count = 0
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            count += len((task / "children").read_text().split())
+        except OSError:
+            pass
+    return count
+
+
+def _half_full(folder: Path) -> bool:
+    st = os.statvfs(folder)
+    return st.f_bavail * 2 < st.f_blocks
+
+
 def run() -> None:
     req_fd, rep_fd = int(sys.argv[1]), int(sys.argv[2])
     limits = json.loads(sys.argv[3])
+    if limits.get("uid") is not None:  # first thing: nothing of the submission has run yet
+        _drop_uid(limits["uid"])
     scratch = Path.cwd().resolve()
     _set_limits(limits)
 
@@ -28,10 +55,19 @@ def run() -> None:
     import torch
 
     torch.set_num_threads(limits["threads"])
+    hello = {"ok": True, "torch": torch.__version__, "python": sys.version.split()[0]}
+    if limits.get("landlock"):
+        from .landlock import restrict
+
+        try:
+            hello["landlock"] = f"abi {restrict(**limits['landlock'])}"
+        except OSError as exc:
+            hello["landlock_error"] = str(exc)[:300]
     # Our own modules and torch are loaded: only now may the submission's folder shadow names.
     sys.path.insert(0, str(scratch))
     ops = Ops(scratch)
-    protocol.write_frame(rep_fd, {"ok": True, "torch": torch.__version__, "python": sys.version.split()[0]})
+    protocol.write_frame(rep_fd, hello)
+    main_pid = os.getpid()
     while True:
         try:
             request = protocol.read_frame(req_fd)
@@ -43,6 +79,12 @@ def run() -> None:
             reply = {"ok": True, **result}
         except BaseException as exc:  # SystemExit and KeyboardInterrupt too: they cost one call only
             reply = {"ok": False, "error": describe_exception(exc, scratch)}
+        if os.getpid() != main_pid:  # a fork of the student's came back into our loop: it must not answer
+            os._exit(0)
+        # The trusted side restarts us when a call left processes running (they could touch the
+        # next call) or filled half of a private scratch (a fresh worker gets an empty one).
+        if _children() or (limits.get("scratch_tmpfs") and _half_full(scratch)):
+            reply["restart"] = True
         try:
             protocol.write_frame(rep_fd, reply)
         except (TypeError, ValueError) as exc:

@@ -214,7 +214,19 @@ class Ops:
         final = record["models"][-1].state_dict()
         return {"models": len(record["models"]), "loss_calls": record["loss_calls"], "recorded": record["recorded"],
                 "initial": {k: to_wire(v) for k, v in record["initial"].items()},
-                "final": {k: to_wire(v) for k, v in final.items()}}
+                "final": {k: to_wire(v) for k, v in final.items()}, "plot": self._plot()}
+
+    def _plot(self, name: str = "losses_and_grad_norms.png", cap: int = 4 << 20) -> np.ndarray | None:
+        """The plot train() saved, as bytes: the scratch folder may live only inside the sandbox.
+        A link, a FIFO or an oversized file is not sent; the trusted side checks what is."""
+        try:
+            fd = os.open(self.scratch / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return None
+        with os.fdopen(fd, "rb") as fh:
+            if not os.path.isfile(f"/proc/self/fd/{fd}") or os.fstat(fd).st_size > cap:
+                return None
+            return np.frombuffer(fh.read(cap), dtype=np.uint8)
 
 
 def _floats(values: Any) -> list[float] | None:

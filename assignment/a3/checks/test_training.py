@@ -1,12 +1,17 @@
 """3(b)iii: the student's own train() for max_steps steps, judged by the grader's own loss."""
 
+import hashlib
+import json
 import os
-import stat
+import tempfile
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from a3_checklib import A3, Case, next_token_loss
 
+from graders.reference import REPO
 from graders.checking import fail
 from graders.client import StudentError, WorkerError
 from graders.results import Training
@@ -22,6 +27,7 @@ def run(grade):
     data = sample_chunks(source, 2 * tr.batch_size * tr.max_steps, tr.model.context_length, spec.seeds.data)
     heldout = sample_chunks(source, tr.heldout_chunks, tr.model.context_length, spec.seeds.data + 1)
     summary = Training(floor=source.entropy_rate, required_improvement=tr.min_improvement_nats)
+    summary.reference_losses, summary.reference_final_loss = reference_curve(grade, data, heldout)
     grade.training = summary
     grade.worker.begin_check()
     try:
@@ -41,11 +47,14 @@ def run(grade):
     summary.steps = reply["loss_calls"]
     if reply.get("recorded"):
         summary.recorded_losses = reply["recorded"]["losses"]
-    plot = grade.intake.folder / "losses_and_grad_norms.png"
-    try:
-        if stat.S_ISREG(os.lstat(plot).st_mode):
-            summary.plot = str(plot)
-    except OSError:
+    plot = reply.get("plot")
+    if isinstance(plot, np.ndarray) and plot.dtype == np.uint8 and plot.ndim == 1:
+        # Written on the trusted side, outside the worker's scratch; _keep_plot checks it is a PNG.
+        received = grade.intake.folder.parent / "received" / "losses_and_grad_norms.png"
+        received.parent.mkdir(exist_ok=True)
+        received.write_bytes(plot.tobytes())
+        summary.plot = str(received)
+    else:
         grade.extra_warnings.append("train() saved no losses_and_grad_norms.png")
     a3 = A3(grade)
     case = Case(**tr.model.model_dump(), batch=tr.heldout_chunks, length=tr.model.context_length, seed=0)
@@ -64,6 +73,51 @@ def run(grade):
         losses.append(loss)
     summary.initial_loss, summary.final_loss = losses
     return reply, None
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("GRADER_CACHE_DIR") or Path.home() / ".cache" / "transformer-grader")
+
+
+def reference_curve(grade, data: torch.Tensor, heldout: torch.Tensor) -> tuple[list[float], float]:
+    """The reference's own run on the same data and seed, for the report's plot: its training losses
+    and its held-out loss afterwards. Trusted code, run here, so cached on disk by everything that
+    decides it (the reference's source, the training spec, torch's version); never part of a score."""
+    spec, tr = grade.spec, grade.spec.training
+    folder = REPO / spec.reference_dir
+    key = hashlib.sha256(json.dumps([tr.model_dump(), spec.seeds.model_dump(), torch.__version__]).encode())
+    for name in sorted(spec.required_files):
+        key.update((folder / name).read_bytes())
+    path = _cache_dir() / f"a3-reference-curve-{key.hexdigest()[:24]}.json"
+    try:
+        cached = json.loads(path.read_text())
+        return [float(x) for x in cached["losses"]], float(cached["final"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    ref = grade.ref.model_solution
+    with torch.random.fork_rng():
+        torch.manual_seed(spec.seeds.weights)  # as the worker does before the student's train()
+        model = ref.Transformer(ref.ModelConfig(**tr.model.model_dump()))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=tr.learning_rate)
+    clip = float("inf") if tr.gradient_clipping is None else tr.gradient_clipping
+    losses = []
+    for step in range(min(tr.max_steps, len(data) // tr.batch_size)):
+        optimizer.zero_grad()
+        loss = model.get_loss_on_batch(data[step * tr.batch_size:(step + 1) * tr.batch_size])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+        losses.append(loss.item())
+    with torch.no_grad():
+        final = float(next_token_loss(model.double()(heldout), heldout))
+    try:  # written whole or not at all: parallel grades may race here
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp") as fh:
+            json.dump({"losses": losses, "final": final}, fh)
+        os.replace(fh.name, path)
+    except OSError:
+        pass
+    return losses, final
 
 
 def test_training_improves(grade, run):

@@ -1,0 +1,367 @@
+"""Where the worker runs: layered isolation, chosen by what works on this machine.
+
+Layers, each probed once per grading process and used only when it works here:
+- `bwrap`: new mount, PID, IPC, UTS and network namespaces; only an allow-list is mounted (the
+  Python install, its site-packages, the staged worker code read-only; the scratch folder
+  read-write; a private /tmp). Nothing of reference/, the hidden checks or other submissions exists
+  inside. Its PID namespace takes every descendant down with the worker.
+- `uid`: when the grader is root, student code runs as a dedicated unprivileged uid (one per
+  concurrent worker, so RLIMIT_NPROC, which counts per uid machine-wide, bites per submission and
+  killing "every process of that uid" kills exactly that submission's).
+- `cgroup`: a memory cap for the worker and everything it starts, and a pids cap (v1 or v2).
+- `rlimits`: address space, CPU seconds, file size, open files, processes (set before exec).
+- `landlock`: applied by the worker itself before student code runs: reads only the allow-list,
+  writes only scratch, no TCP bind/connect, no signals or abstract sockets outside itself.
+
+The layers in force are reported (e.g. "bwrap+uid+cgroup+rlimits+landlock"): a weaker sandbox
+is never silent. GRADER_SANDBOX=plain turns every layer but rlimits off (for the benchmark).
+"""
+
+import fcntl
+import functools
+import os
+import resource
+import shutil
+import signal
+import site
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .spec import Limits
+from .worker import landlock
+
+UID_BASE, UID_SLOTS = 61000, 1000
+_LOCK_DIR = Path(tempfile.gettempdir()) / "transformer-grader-uids"
+
+
+def _python_paths() -> list[str]:
+    """What the worker's interpreter needs to read: its prefixes and site-packages."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, *site.getsitepackages()}
+    exe = Path(sys.executable)
+    paths.add(str(exe.parent))
+    paths.add(str(exe.resolve().parent.parent))
+    return sorted(p for p in paths if Path(p).exists())
+
+
+SYSTEM_READ = ("/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache", "/etc/localtime", "/etc/nsswitch.conf",
+               "/etc/passwd", "/etc/group", "/etc/ssl", "/etc/fonts")
+
+
+def _outermost(paths: list[str]) -> list[str]:
+    """`paths` without those beneath another of them (mounted once, with the outer one)."""
+    kept: list[str] = []
+    for p in sorted(paths):
+        if not any(p == k or p.startswith(k.rstrip("/") + "/") for k in kept):
+            kept.append(p)
+    return kept
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    bwrap: str | None
+    uid: bool
+    cgroup_v1: dict[str, Path] = field(default_factory=dict)
+    cgroup_v2: Path | None = None
+    landlock_abi: int = 0
+    notes: tuple[str, ...] = ()
+
+
+def _as_uid(uid: int):
+    def drop() -> None:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    return drop
+
+
+def _own_cgroup_dirs() -> tuple[dict[str, Path], Path | None]:
+    v1, v2 = {}, None
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return v1, v2
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        for c in controllers.split(","):
+            if c in ("memory", "pids") and Path(f"/sys/fs/cgroup/{c}").is_dir():
+                v1[c] = Path(f"/sys/fs/cgroup/{c}") / path.lstrip("/")
+        if controllers == "":
+            base = Path("/sys/fs/cgroup") / path.lstrip("/")
+            try:
+                if {"memory", "pids"} <= set((base / "cgroup.subtree_control").read_text().split()):
+                    v2 = base
+            except OSError:
+                pass
+    return v1, v2
+
+
+def _can_make(parent: Path) -> bool:
+    probe = parent / f"grader-probe-{os.getpid()}"
+    try:
+        probe.mkdir()
+        probe.rmdir()
+        return True
+    except OSError:
+        return False
+
+
+@functools.cache
+def capabilities() -> Capabilities:
+    """Probe each layer once (about 30 ms): what fails here is left out and said so."""
+    mode = os.environ.get("GRADER_SANDBOX", "auto")
+    if mode == "plain":
+        return Capabilities(None, False, notes=("GRADER_SANDBOX=plain: only rlimits",))
+    notes = []
+    root = os.geteuid() == 0
+    drop = _as_uid(UID_BASE + UID_SLOTS - 1) if root else None  # a probe uid no worker uses
+    bwrap = shutil.which("bwrap")
+    if bwrap:
+        # As the worker will run it: as root, namespaces but no user namespace, then the uid drop.
+        ns = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"] + ([] if root else ["--unshare-user"])
+        check = "import os; os.setgroups([]); os.setgid(61999); os.setuid(61999)" if root else "pass"
+        p = subprocess.run([bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", *ns, "--die-with-parent",
+                            "--new-session", "--cap-drop", "ALL", *(["--cap-add", "CAP_SETUID", "--cap-add",
+                            "CAP_SETGID"] if root else []), sys.executable, "-I", "-S", "-c", check],
+                           capture_output=True, timeout=60)
+        if p.returncode != 0:
+            notes.append(f"bwrap unusable here: {p.stderr.decode(errors='replace').strip()[:200]}")
+            bwrap = None
+    else:
+        notes.append("bwrap not installed (Debian: bubblewrap)")
+    can_uid = False
+    if root:
+        if bwrap:
+            can_uid = True
+        else:
+            p = subprocess.run([sys.executable, "-I", "-S", "-c", "pass"], preexec_fn=drop, capture_output=True,
+                               timeout=60)
+            can_uid = p.returncode == 0
+            if not can_uid:
+                notes.append("no uid drop: this Python is not readable by an unprivileged uid")
+    else:
+        notes.append("no uid drop: the grader is not root")
+    v1, v2 = _own_cgroup_dirs()
+    v1 = {c: d for c, d in v1.items() if _can_make(d)}
+    v2 = v2 if v2 is not None and not v1 and _can_make(v2) else None
+    if not v1 and v2 is None:
+        notes.append("no cgroup: none can be created here")
+    abi = landlock.abi_version()
+    if abi < 1:
+        notes.append("no landlock in this kernel")
+    return Capabilities(bwrap, can_uid, v1, v2, abi, tuple(notes))
+
+
+class UidSlot:
+    """A uid no other worker on this machine holds: an flock on its file, held until release."""
+
+    def __init__(self) -> None:
+        _LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
+        start = os.getpid() % (UID_SLOTS - 1)
+        for i in range(UID_SLOTS - 1):
+            slot = (start + i) % (UID_SLOTS - 1)
+            fd = os.open(_LOCK_DIR / str(slot), os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self.uid, self._fd = UID_BASE + slot, fd
+            return
+        raise RuntimeError("every sandbox uid is in use")
+
+    def release(self) -> None:
+        os.close(self._fd)
+
+
+def _kill_uid(uid: int) -> None:
+    """SIGKILL every process of `uid` until none is left (a daemon that left the process group,
+    or one that escaped a kill by forking, included)."""
+    for _ in range(50):
+        found = False
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                if entry.stat().st_uid == uid:
+                    found = True
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except (OSError, ProcessLookupError):
+                pass
+        if not found:
+            return
+        time.sleep(0.02)
+
+
+class Sandbox:
+    """One worker's sandbox: its uid, cgroups and the command that starts it inside them."""
+
+    def __init__(self, scratch: Path, stage: Path, limits: Limits) -> None:
+        self.caps, self.scratch, self.stage, self.limits = capabilities(), scratch, stage, limits
+        self.slot = UidSlot() if self.caps.uid else None
+        self.cgroups: list[Path] = []
+        name = f"grader-{os.getpid()}-{id(self):x}"
+        try:
+            if self.caps.cgroup_v1:
+                for controller, parent in self.caps.cgroup_v1.items():
+                    d = parent / name
+                    d.mkdir()
+                    self.cgroups.append(d)
+                    self._set_limit(controller, d)
+            elif self.caps.cgroup_v2 is not None:
+                d = self.caps.cgroup_v2 / name
+                d.mkdir()
+                self.cgroups.append(d)
+                (d / "memory.max").write_text(str(self._memory_bytes()))
+                (d / "memory.swap.max").write_text("0")
+                (d / "pids.max").write_text(str(limits.processes))
+        except OSError:
+            self._remove_cgroups()
+        if self.slot is not None:
+            for path in (scratch, *scratch.rglob("*")):
+                os.lchown(path, self.slot.uid, self.slot.uid)
+
+    def _memory_bytes(self) -> int:
+        return (self.limits.memory_mb + 256) << 20  # the worker's own cap is RLIMIT_AS; this one covers children
+
+    def _set_limit(self, controller: str, d: Path) -> None:
+        if controller == "memory":
+            (d / "memory.limit_in_bytes").write_text(str(self._memory_bytes()))
+            try:
+                (d / "memory.memsw.limit_in_bytes").write_text(str(self._memory_bytes()))
+            except OSError:
+                pass  # no swap accounting on this kernel
+        else:
+            (d / "pids.max").write_text(str(self.limits.processes))
+
+    @property
+    def layers(self) -> str:
+        names = []
+        if self.caps.bwrap:
+            names.append("bwrap")
+        if self.slot is not None:
+            names.append("uid")
+        if self.cgroups:
+            names.append("cgroup")
+        names.append("rlimits")
+        if self.caps.landlock_abi >= 1:
+            names.append("landlock")
+        return "+".join(names)
+
+    def read_paths(self) -> list[str]:
+        return sorted({*_python_paths(), str(self.stage), *(p for p in SYSTEM_READ if os.path.exists(p))})
+
+    @property
+    def worker_uid(self) -> int | None:
+        """The uid the worker drops to itself, first thing (inside bwrap, which runs as root here
+        so that it can mount root-only paths such as a Python under /root)."""
+        return self.slot.uid if self.slot is not None and self.caps.bwrap else None
+
+    def command(self, argv: list[str]) -> list[str]:
+        if not self.caps.bwrap:
+            return argv
+        cmd = [self.caps.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
+               "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL"]
+        if self.worker_uid is not None:
+            cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]  # for the drop; gone after it
+        else:
+            cmd += ["--unshare-user"]
+        size = str(self.limits.scratch_mb << 20)
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs", "/tmp",
+                "--dir", "/var/tmp", "--hostname", "sandbox"]
+        made: set[str] = set()
+        for path in _outermost(self.read_paths()) + [str(self.scratch)]:
+            # Parents made 0755 inside (bwrap would copy e.g. /root's 0700, which the uid cannot pass).
+            for parent in reversed(Path(path).parents[:-1]):
+                if str(parent) not in made and str(parent) != "/tmp":
+                    made.add(str(parent))
+                    cmd += ["--perms", "0755", "--dir", str(parent)]
+            if path != str(self.scratch):
+                cmd += ["--ro-bind", path, path]
+        # Scratch is a sized tmpfs, so a disk bomb fills it and not the grader's disk; the
+        # submission's files are bound into it read-only. What the trusted side needs back comes
+        # over the reply pipe.
+        scratch = str(self.scratch)
+        cmd += ["--perms", "0777", "--size", size, "--tmpfs", scratch]
+        for entry in sorted(self.scratch.iterdir()):
+            inside = f"{scratch}/{entry.name}"
+            if entry.is_dir() and not entry.is_symlink():
+                cmd += ["--perms", "1777", "--dir", inside]
+            elif entry.is_file() and not entry.is_symlink():
+                cmd += ["--ro-bind", str(entry), inside]
+        cmd += ["--chdir", scratch]
+        return cmd + ["--", *argv]
+
+    def preexec(self):
+        """Run in the child between fork and exec: join the cgroups, set rlimits, drop the uid."""
+        procs = [str(d / "cgroup.procs") for d in self.cgroups]
+        uid = self.slot.uid if self.slot is not None and not self.caps.bwrap else None
+        nproc = self.slot is not None
+        limits = self.limits
+
+        def enter() -> None:
+            for path in procs:
+                with open(path, "w") as fh:
+                    fh.write(str(os.getpid()))
+            for which, value in ((resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
+                                 (resource.RLIMIT_NOFILE, limits.open_files),
+                                 (resource.RLIMIT_CORE, 0)):
+                resource.setrlimit(which, (value, value))
+            cpu = int(limits.cpu_s)
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))  # SIGXCPU first, then SIGKILL
+            if nproc:  # counted per real uid: only meaningful for the sandbox uid, set before the drop
+                resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+            if uid is not None:
+                _as_uid(uid)()
+        return enter
+
+    def landlock_rules(self) -> dict:
+        """What the worker may touch once it locks itself in (passed to it; it applies them)."""
+        return {"read": self.read_paths() + ["/dev", "/proc", "/sys"], "write": [str(self.scratch), "/dev/null"]}
+
+    def sweep(self) -> None:
+        """Kill whatever is left of this worker: the cgroup's members and every process of its uid."""
+        for d in self.cgroups:
+            kill = d / "cgroup.kill"
+            if kill.exists():
+                try:
+                    kill.write_text("1")
+                except OSError:
+                    pass
+            for _ in range(50):
+                try:
+                    pids = [int(x) for x in (d / "cgroup.procs").read_text().split()]
+                except OSError:
+                    break
+                if not pids:
+                    break
+                for pid in pids:
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                time.sleep(0.02)
+        if self.slot is not None:
+            _kill_uid(self.slot.uid)
+
+    def _remove_cgroups(self) -> None:
+        for d in self.cgroups:
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+        self.cgroups = []
+
+    def close(self) -> None:
+        self.sweep()
+        self._remove_cgroups()
+        if self.slot is not None:
+            self.slot.release()
+            self.slot = None
