@@ -85,6 +85,7 @@ class Worker:
         self.starts = 0
         self._proc: subprocess.Popen | None = None
         self._poison: str | None = None
+        self._stale = False
         self._stage = Path(tempfile.mkdtemp(prefix="grade-worker-"))
         shutil.copytree(WORKER_PACKAGE, self._stage / "gradeworker", ignore=shutil.ignore_patterns("__pycache__"))
         self._stage.chmod(0o755)  # only our worker code: readable by the sandbox uid
@@ -139,6 +140,7 @@ class Worker:
                 self.modules.remove(module)
                 self._ensure()  # without the module that broke the worker
                 return
+        self._stale = False  # what the imports left running lives as long as this worker, like a daemon
 
     def start(self) -> None:
         """Start now (and import the submission's modules) rather than at the first request."""
@@ -211,7 +213,7 @@ class Worker:
             self.kill()
             raise WorkerError(f"the worker sent a malformed reply during {where}")
         if reply.get("restart"):
-            self.kill()  # the next request gets a fresh worker (and scratch), without what this call left
+            self._stale = True  # the next request gets a fresh worker (and scratch), without what this call left
         if not reply["ok"]:
             error = reply.get("error")
             raise StudentError(error if isinstance(error, dict) else {"message": str(error)[:500]}, where)
@@ -223,6 +225,8 @@ class Worker:
         if self._poison:
             raise WorkerError(self._poison)
         try:
+            if self._stale:
+                self.kill()  # never mid-import: the fds of a killed worker must not be written again
             self._ensure()
             return self._exchange({"op": op, **fields}, timeout or self.limits.call_timeout_s, where)
         except WorkerError as e:
