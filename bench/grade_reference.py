@@ -13,10 +13,9 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from benchlib import REPO, zip_folder
 
 
 def main() -> None:
@@ -24,10 +23,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-"))
-    zip_path = tmp / "reference.zip"
-    with zipfile.ZipFile(zip_path, "w") as z:
-        for f in sorted((REPO / "reference" / "a3").glob("*.py")):
-            z.write(f, f.name)
+    zip_path = zip_folder(REPO / "reference" / "a3", tmp / "reference.zip")
     rows: dict[str, list[float]] = {}
     for i in range(args.runs):
         out = tmp / f"out{i}"

@@ -8,6 +8,8 @@ import traceback
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from . import __version__
 from .gradescope import write_gradescope
 from .html_report import write_report
@@ -25,8 +27,9 @@ def _table(results: Results) -> str:
             reason = "" if item.status == "passed" else item.feedback
         rows.append((item.id, f"{item.score:g}" if not item.status == "manual" else "-", f"{item.max_score:g}",
                      (reason[:110] + "…") if len(reason) > 111 else reason))
-    rows.append(("total", f"{results.score:g}", f"{results.max_score:g}",
-                 f"bonus {results.bonus_score:g}/{results.bonus_max:g} (graded by hand)"))
+    manual = any(i.status == "manual" and i.bonus for i in results.items)
+    bonus = f"bonus {results.bonus_score:g}/{results.bonus_max:g}" + (" (graded by hand)" if manual else "")
+    rows.append(("total", f"{results.score:g}", f"{results.max_score:g}", bonus if results.bonus_max else ""))
     width = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = [f"{r[0]:<{width[0]}}  {r[1]:>{width[1]}}  {r[2]:>{width[2]}}  {r[3]}" for r in rows]
     lines.insert(1, "-" * len(lines[0]))
@@ -48,13 +51,32 @@ def _write(results: Results, out: Path) -> Path:
 
 
 def _with_limits(spec: Spec, overrides: list[str]) -> Spec:
-    limits = spec.limits.model_dump()
+    """`--limit NAME=VALUE` is `--set limits.NAME=VALUE`."""
+    return _with_settings(spec, [f"limits.{text}" for text in overrides], flag="--limit")
+
+
+def _with_settings(spec: Spec, overrides: list[str], flag: str = "--set") -> Spec:
+    """The spec with SECTION.NAME=VALUE settings replaced, validated as the spec file would be."""
+    data = spec.model_dump()
     for text in overrides:
-        name, _, value = text.partition("=")
-        if name not in limits or not value:
-            raise ValueError(f"--limit {text}: expected NAME=VALUE with NAME one of {', '.join(limits)}")
-        limits[name] = value
-    return spec.model_copy(update={"limits": type(spec.limits).model_validate(limits)})
+        path, _, value = text.partition("=")
+        *parents, name = path.split(".")
+        shown = text.removeprefix("limits.") if flag == "--limit" else text
+        section = data
+        for key in parents:
+            section = section.get(key) if isinstance(section, dict) else None
+        if not parents or not isinstance(section, dict) or name not in section or isinstance(section[name], (dict, list)) \
+                or not value:
+            names = "one of " + ", ".join(k for k, v in section.items() if not isinstance(v, (dict, list))) \
+                if isinstance(section, dict) and parents else "e.g. hypothesis.max_examples or training.max_steps"
+            raise ValueError(f"{flag} {shown}: expected NAME=VALUE with NAME {names}")
+        section[name] = value
+    try:
+        return type(spec).model_validate(data)
+    except ValidationError as e:
+        why = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+        given = [o.removeprefix("limits.") if flag == "--limit" else o for o in overrides]
+        raise ValueError(f"{flag} {', '.join(given)}: {why}") from None
 
 
 def _report_main(argv: list[str]) -> int:
@@ -149,7 +171,10 @@ def _batch_main(argv: list[str]) -> int:
     from tqdm import tqdm
 
     students = _students(args.input)
-    extra = ["--assignment", args.assignment] + [f"--limit={x}" for x in args.limit]
+    # Submissions in parallel already keep the cores busy: a second worker each would only add its
+    # start-up (an import of torch) to every grade.
+    workers = [] if args.jobs == 1 else ["--limit=workers=1"]
+    extra = ["--assignment", args.assignment, *workers] + [f"--limit={x}" for x in args.limit]
     timeout = spec.limits.total_timeout_s + spec.limits.import_timeout_s + 120
     todo = {s: src for s, src in students.items() if args.force or not _done(args.out / s / "results.json")}
     failed: dict[str, str] = {}
@@ -197,6 +222,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true", help="print only the totals")
     parser.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE",
                         help="override one of the spec's [limits], e.g. --limit call_timeout_s=2")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.NAME=VALUE", dest="settings",
+                        help="override any other setting of the spec, e.g. --set hypothesis.max_examples=3 (for "
+                             "experiments: the report then says the spec was changed)")
+    parser.add_argument("--only", action="append", default=[], metavar="ITEM",
+                        help="grade only this item (repeatable), e.g. --only '3(b)iii'; the report then covers "
+                             "just those items and says so")
     parser.add_argument("--gradescope", type=Path, metavar="PATH",
                         help="also write PATH in Gradescope's results.json format (one submission only)")
     args = parser.parse_args(argv)
@@ -204,7 +235,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--gradescope takes exactly one submission")
     try:
         spec = load_spec(spec_path(args.assignment))
-        spec = _with_limits(spec, args.limit)
+        spec = _with_settings(_with_limits(spec, args.limit), args.settings)
+        if args.only:
+            spec = spec.only(args.only)
     except (SpecError, ValueError) as e:
         print(f"grade: {e}", file=sys.stderr)
         return 2
@@ -219,6 +252,12 @@ def main(argv: list[str] | None = None) -> int:
             results = _fallback(source, spec, f"{type(e).__name__}: {e}")
             traceback.print_exc()
             status = 1
+        if args.settings:
+            results.warnings.insert(0, f"the spec was changed for this grade (--set {', '.join(args.settings)}): "
+                                       "not the assignment's own settings")
+        if args.only:
+            results.warnings.insert(0, f"partial grade: only {', '.join(args.only)} graded (grade --only); "
+                                       "the score covers those items alone")
         path = _write(results, out)
         if args.gradescope:
             write_gradescope(results, args.gradescope, spec.stdout_visibility)

@@ -67,6 +67,24 @@ class CapturedStream:
         return body
 
 
+class Reply(dict):
+    """A worker's reply: a field it left out is the worker's fault (a forged or broken reply), so
+    it fails the check with a WorkerError, never a KeyError that reads as a grader bug."""
+
+    where = ""
+
+    @classmethod
+    def wrap(cls, value: Any, where: str) -> Any:
+        if not isinstance(value, dict):
+            return value
+        reply = cls({k: cls.wrap(v, where) for k, v in value.items()})
+        reply.where = where
+        return reply
+
+    def __missing__(self, key: str) -> Any:
+        raise WorkerError(f"the worker sent a malformed reply during {self.where}: no {key!r}")
+
+
 def _signal_name(code: int) -> str:
     try:
         return signal.Signals(code).name
@@ -83,15 +101,19 @@ class Worker:
         self.import_errors: dict[str, dict] = {}
         self.stdout, self.stderr = CapturedStream(limits.output_cap_bytes), CapturedStream(limits.output_cap_bytes)
         self.starts = 0
+        self.calls = 0
+        self.peak_rss_kb = 0  # the largest peak resident memory any incarnation reported
         self._proc: subprocess.Popen | None = None
         self._poison: str | None = None
         self._stale = False
+        self._booting = False  # spawned by launch(), its hello not read yet
         self._stage = Path(tempfile.mkdtemp(prefix="grade-worker-"))
         shutil.copytree(WORKER_PACKAGE, self._stage / "gradeworker", ignore=shutil.ignore_patterns("__pycache__"))
         self._stage.chmod(0o755)  # only our worker code: readable by the sandbox uid
         (scratch / ".tmp").mkdir(exist_ok=True)  # before the sandbox hands scratch to its uid
         self.sandbox = Sandbox(scratch, self._stage, limits)
         self.landlock: str | None = None
+        self.seccomp = False
 
     # -- lifecycle -----------------------------------------------------------------------------
     def _env(self) -> dict[str, str]:
@@ -108,13 +130,15 @@ class Worker:
         err_r, err_w = os.pipe()
         limits = json.dumps({"memory_mb": self.limits.memory_mb, "threads": self.limits.threads,
                              "landlock": self.sandbox.landlock_rules() if self.sandbox.caps.landlock_abi else None,
-                             "uid": self.sandbox.worker_uid, "scratch_tmpfs": bool(self.sandbox.caps.bwrap)})
+                             "uid": self.sandbox.worker_uid, "scratch_tmpfs": bool(self.sandbox.caps.bwrap),
+                             "seccomp": self.sandbox.caps.seccomp})
         argv = [sys.executable, "-I", "-S", "-B", "-c", _BOOT, str(req_r), str(rep_w), limits, str(self._stage),
                 SITE_PACKAGES]
         self._proc = subprocess.Popen(
             self.sandbox.command(argv), cwd=self.scratch, env=self._env(), stdin=subprocess.DEVNULL, stdout=out_w,
             stderr=err_w, pass_fds=(req_r, rep_w), start_new_session=True, close_fds=True,
             preexec_fn=self.sandbox.preexec())
+        self.sandbox.started(self._proc.pid)
         for fd in (req_r, rep_w, out_w, err_w):
             os.close(fd)
         self._req, self._rep = req_w, rep_r
@@ -123,11 +147,14 @@ class Worker:
         self.starts += 1
 
     def _ensure(self) -> None:
-        if self._proc is not None:
+        if self._proc is not None and not self._booting:
             return
-        self._spawn()
+        if self._proc is None:
+            self._spawn()
+        self._booting = False
         hello = self._exchange(None, self.limits.import_timeout_s, "worker start-up (import torch)")
         self.landlock = hello.get("landlock") if isinstance(hello.get("landlock"), str) else None
+        self.seccomp = hello.get("seccomp") is True
         for module in list(self.modules):
             try:
                 self._exchange({"op": "import", "module": module}, self.limits.import_timeout_s,
@@ -142,12 +169,19 @@ class Worker:
                 return
         self._stale = False  # what the imports left running lives as long as this worker, like a daemon
 
+    def launch(self) -> None:
+        """Spawn the process and return at once: it imports torch while the caller does other work."""
+        if self._proc is None:
+            self._spawn()
+            self._booting = True
+
     def start(self) -> None:
         """Start now (and import the submission's modules) rather than at the first request."""
         self._ensure()
 
     def kill(self) -> None:
         proc, self._proc = self._proc, None
+        self._booting = False
         if proc is None:
             return
         for fd in (self._req, self._rep):
@@ -160,6 +194,7 @@ class Worker:
         except (ProcessLookupError, PermissionError):
             pass
         proc.wait()
+        self.sandbox.ended(proc.pid)
         self.sandbox.sweep()  # what left the process group: daemons, double forks
 
     def close(self) -> None:
@@ -173,6 +208,8 @@ class Worker:
         layers = self.sandbox.layers
         if self.landlock is None:
             layers = layers.replace("+landlock", "")
+        if not self.seccomp:
+            layers = layers.replace("+seccomp", "")
         return layers
 
     # -- requests ------------------------------------------------------------------------------
@@ -212,6 +249,9 @@ class Worker:
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
             self.kill()
             raise WorkerError(f"the worker sent a malformed reply during {where}")
+        rss = reply.pop("peak_rss_kb", None)
+        if isinstance(rss, int) and not isinstance(rss, bool):  # a measurement only: never a score
+            self.peak_rss_kb = max(self.peak_rss_kb, rss)
         if reply.get("restart"):
             self._stale = True  # the next request gets a fresh worker (and scratch), without what this call left
         if not reply["ok"]:
@@ -228,7 +268,8 @@ class Worker:
             if self._stale:
                 self.kill()  # never mid-import: the fds of a killed worker must not be written again
             self._ensure()
-            return self._exchange({"op": op, **fields}, timeout or self.limits.call_timeout_s, where)
+            self.calls += 1
+            return Reply.wrap(self._exchange({"op": op, **fields}, timeout or self.limits.call_timeout_s, where), where)
         except WorkerError as e:
             self._poison = str(e)
             raise

@@ -1,39 +1,23 @@
-"""One grade: intake, a worker, the hidden checks under pytest, scores, a Results object."""
+"""One grade: intake, a worker, the hidden checks under pytest, scores, a Results object.
+
+Light to import on purpose: the worker is spawned first and imports torch while this process
+loads pytest, Hypothesis, torch and the reference (two cores: the two overlap)."""
 
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
-
-import pytest
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis.errors import Flaky
 
 from . import __version__
-from .checking import CheckFailure
-from .client import StudentError, Worker, WorkerError
+from .client import Worker, WorkerError
 from .intake import Intake, take_in
-from .reference import REPO, load_reference
+from .reference import load_reference
 from .pngfile import MAX_PLOT_BYTES, read_png
 from .results import CheckResult, Output, Results, Submission, Training
 from .scoring import score_item
 from .spec import Spec
 
 REFERENCE_MODULES = ("utils", "model_solution")
-
-
-@dataclass
-class GradeContext:
-    """What the hidden checks get through the `grade` fixture."""
-
-    spec: Spec
-    worker: Worker
-    ref: SimpleNamespace
-    intake: Intake
-    training: Training | None = None
-    extra_warnings: list[str] = field(default_factory=list)
 
 
 def _describe_import_error(module: str, info: dict) -> str:
@@ -48,93 +32,6 @@ def _describe_import_error(module: str, info: dict) -> str:
         return (f"{name} failed at import ({where}{loc}): it imports '{info['missing_module']}', "
                 "which is not a module of the submission or of the grading environment")
     return f"{name} failed at import ({where}{loc}): {info.get('type')}: {info.get('message')}"
-
-
-def _example(exc: BaseException) -> str | None:
-    notes = [n for n in getattr(exc, "__notes__", []) if n.startswith("Falsifying example")]
-    return notes[0].split(":", 1)[1].strip()[:1000] if notes else None
-
-
-class GradePlugin:
-    """Bridges pytest's outcomes to check results; never lets a test's exception escape unjudged."""
-
-    def __init__(self, ctx: GradeContext, broken: dict[str, str], deadline: float):
-        self.ctx, self.broken, self.deadline = ctx, broken, deadline
-        self.by_check = ctx.spec.check_item()
-        self.results: dict[str, CheckResult] = {}
-        self.seconds: dict[str, float] = {}
-
-    def pytest_configure(self, config: pytest.Config) -> None:
-        # Same zip, same examples, same feedback: no database, derandomized, no shrinking (a shrink
-        # re-runs student code many times, and a hang would be paid for at every run).
-        settings.register_profile(
-            "grading", derandomize=True, database=None, deadline=None, print_blob=False,
-            max_examples=self.ctx.spec.hypothesis.max_examples, phases=(Phase.explicit, Phase.generate),
-            report_multiple_bugs=False, suppress_health_check=list(HealthCheck))
-        settings.load_profile("grading")
-
-    @pytest.fixture(scope="session")
-    def grade(self) -> GradeContext:
-        return self.ctx
-
-    def _check_of(self, item: pytest.Item) -> str:
-        return item.originalname.removeprefix("test_")
-
-    def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        check = self._check_of(item)
-        spec_item = self.by_check.get(check)
-        if spec_item is None:
-            return
-        reasons = [self.broken[f] for f in spec_item.needs if f in self.broken]
-        if reasons:
-            pytest.skip("blocked: " + "; ".join(dict.fromkeys(reasons)))
-        if time.monotonic() > self.deadline:
-            pytest.skip(f"blocked: not run, the grade's time budget of {self.ctx.spec.limits.total_timeout_s:g} s ran out")
-        self.ctx.worker.begin_check()
-
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
-        outcome = yield
-        report = outcome.get_result()
-        check = self._check_of(item)
-        spec_item = self.by_check.get(check)
-        if spec_item is not None:
-            self.seconds[spec_item.id] = self.seconds.get(spec_item.id, 0.0) + report.duration
-        if spec_item is None or (report.when != "call" and not (report.failed or report.skipped)):
-            return
-        spec_check = next(c for c in spec_item.checks if c.name == check)
-        base = dict(name=check, title=spec_check.title, weight=spec_check.weight)
-        if report.skipped:
-            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-            reason = reason.removeprefix("Skipped: ")
-            if reason.startswith("blocked: "):
-                self.results[check] = CheckResult(status="failed", message=reason.removeprefix("blocked: "), **base)
-            else:
-                self.results[check] = CheckResult(status="not_applicable", message=reason, **base)
-        elif report.passed:
-            self.results[check] = CheckResult(status="passed", **base)
-        else:
-            exc = call.excinfo.value if call.excinfo else None
-            self.results[check] = self._failure(exc, base)
-
-    @staticmethod
-    def _failure(exc: BaseException | None, base: dict) -> CheckResult:
-        if isinstance(exc, Flaky):  # FlakyFailure too: it is a group of the failures seen
-            inner = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and exc.exceptions else None
-            result = GradePlugin._failure(inner, base) if inner else None
-            detail = f": {result.message}" if result else ""
-            return CheckResult(status="failed", message="the same input gave different results on two runs "
-                               f"(randomness in the code?){detail}", **base)
-        example = _example(exc) if exc else None
-        if isinstance(exc, CheckFailure):
-            return CheckResult(status="failed", message=exc.message, measured=exc.measured, tolerance=exc.tolerance,
-                               where=exc.where, example=example, **base)
-        if isinstance(exc, (StudentError, WorkerError)):
-            return CheckResult(status="failed", message=str(exc), example=example, **base)
-        if isinstance(exc, AssertionError):
-            return CheckResult(status="failed", message=str(exc).split("\n")[0], example=example, **base)
-        return CheckResult(status="error", example=example,
-                           message=f"grader error: {type(exc).__name__}: {exc}"[:2000], **base)
 
 
 def _rejected(source: Path, spec: Spec, intake: Intake, reason: str, started: float) -> Results:
@@ -173,58 +70,92 @@ def _keep_plot(training: Training | None, out_dir: Path | None, warnings: list[s
     training.plot = source.name
 
 
+def _preload_report() -> None:
+    import matplotlib.figure  # noqa: F401  the report's plots
+
+    import matplotlib.backends.backend_agg  # noqa: F401
+
+
+def _output(workers: list[Worker], cap: int) -> Output:
+    """What student code printed, at most `cap` characters per stream for the whole grade: the
+    second worker's (the training run's, after its own import prints) follows under a rule."""
+    def join(texts: list[str]) -> str:
+        body = texts[0] if texts else ""  # capped by its worker already
+        for more in filter(None, texts[1:]):
+            room = max(0, cap - len(body))
+            body += "\n--- in the second worker (training run) ---\n" + more[:room]
+            if len(more) > room:
+                body += f"\n[... {len(more) - room} more characters not kept]"
+        return body
+
+    started = [w for w in workers if w.starts]
+    return Output(stdout=join([w.stdout.text() for w in started]), stderr=join([w.stderr.text() for w in started]))
+
+
 def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
     """Grade one submission (a zip or a folder). Never raises for anything the submission does.
     Files kept for the report (the training plot) go to `out_dir`."""
     started = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix="grade-"))
+    workers: list[Worker] = []
+    ctx = None
     try:
         intake = take_in(source, spec.required_files, scratch / "submission")
         if intake.rejected:
             return _rejected(source, spec, intake, intake.rejected, started)
         timings: dict[str, float] = {"intake_s": round(time.monotonic() - started, 3)}
         modules = [f.removesuffix(".py") for f in spec.required_files if f in intake.files]
+        spare = spec.limits.worker_count() > 1 and any(i.own_worker for i in spec.items)
+        if spare:  # its own copy: in a plain sandbox the two would share a folder
+            shutil.copytree(intake.folder, scratch / "spare")
         worker = Worker(intake.folder, spec.limits, modules)
+        workers.append(worker)
+        worker.launch()
+        if spare:
+            workers.append(Worker(scratch / "spare", spec.limits, modules))
+            workers[1].launch()
+        t = time.monotonic()
+        from .check_session import GradeContext, run_checks  # pytest, Hypothesis, torch: while the worker starts
+
+        timings["trusted_imports_s"] = round(time.monotonic() - t, 3)
+        t = time.monotonic()
+        ref = load_reference(spec.reference_dir, REFERENCE_MODULES)
+        timings["reference_s"] = round(time.monotonic() - t, 3)
+        _preload_report()  # costs nothing while the worker still imports torch, 0.6 s at report time otherwise
+        t = time.monotonic()
         try:
-            t = time.monotonic()
-            ref = load_reference(spec.reference_dir, REFERENCE_MODULES)
-            timings["reference_s"] = round(time.monotonic() - t, 3)
-            t = time.monotonic()
-            try:
-                worker.start()
-                start_error = None
-            except WorkerError as e:
-                start_error = str(e)
-            timings["worker_start_s"] = round(time.monotonic() - t, 3)
-            broken = dict(intake.problems)
-            for module, info in worker.import_errors.items():
-                broken[f"{module}.py"] = _describe_import_error(module, info)
-            if start_error:
-                for f in spec.required_files:
-                    broken.setdefault(f, f"the worker could not start: {start_error}")
-            ctx = GradeContext(spec=spec, worker=worker, ref=ref, intake=intake)
-            plugin = GradePlugin(ctx, broken, started + spec.limits.total_timeout_s)
-            t = time.monotonic()
-            checks_dir = REPO / spec.checks_dir
-            code = pytest.main([str(checks_dir), "-p", "no:cacheprovider", "-p", "no:terminal",
-                                "-c", str(checks_dir / "pytest.ini"), "--rootdir", str(checks_dir)],
-                               plugins=[plugin])
-            timings["checks_s"] = round(time.monotonic() - t, 3)
-            timings.update({f"item {k} s": round(v, 3) for k, v in plugin.seconds.items()})
-            missing = [c.name for i in spec.items for c in i.checks if c.name not in plugin.results]
-            if missing:
-                raise RuntimeError(f"hidden checks did not run (pytest exit {int(code)}): {', '.join(missing)}")
-            items = []
-            for item in spec.items:
-                items.append(score_item(item, [plugin.results[c.name] for c in item.checks]))
-            _keep_plot(ctx.training, out_dir, ctx.extra_warnings)
-            warnings = [f"{c.title}: {c.message}" for i in items if i.status == "warning"
-                        for c in i.checks if c.status not in ("passed", "not_applicable")]
-            return _results(source, spec, intake, items, started, timings=timings,
-                            problems=broken, training=ctx.training, warnings=warnings + ctx.extra_warnings,
-                            output=Output(stdout=worker.stdout.text(), stderr=worker.stderr.text()),
-                            sandbox=worker.layers)
-        finally:
-            worker.close()
+            worker.start()
+            start_error = None
+        except WorkerError as e:
+            start_error = str(e)
+        timings["worker_start_s"] = round(time.monotonic() - t, 3)
+        broken = dict(intake.problems)
+        for module, info in worker.import_errors.items():
+            broken[f"{module}.py"] = _describe_import_error(module, info)
+        if start_error:
+            for f in spec.required_files:
+                broken.setdefault(f, f"the worker could not start: {start_error}")
+        ctx = GradeContext(spec=spec, worker=worker, ref=ref, intake=intake, broken=broken,
+                           spare=workers[1] if len(workers) > 1 and not broken else None)
+        t = time.monotonic()
+        checked, seconds = run_checks(ctx, broken, started + spec.limits.total_timeout_s)
+        timings["checks_s"] = round(time.monotonic() - t, 3)
+        timings.update({f"item {k} s": round(v, 3) for k, v in seconds.items()})
+        timings["student_calls"] = sum(w.calls for w in workers)  # requests that ran student code
+        items = [score_item(item, [checked[c.name] for c in item.checks]) for item in spec.items]
+        _keep_plot(ctx.training, out_dir, ctx.extra_warnings)
+        warnings = [f"{c.title}: {c.message}" for i in items if i.status == "warning"
+                    for c in i.checks if c.status not in ("passed", "not_applicable")]
+        timings["worker_peak_rss_mb"] = round(max(w.peak_rss_kb for w in workers) / 1024, 1)
+        results = _results(source, spec, intake, items, started, timings=timings,
+                           problems=broken, training=ctx.training, warnings=warnings + ctx.extra_warnings,
+                           output=_output(workers, spec.limits.output_cap_bytes), sandbox=worker.layers)
     finally:
+        for w in workers:
+            w.kill()  # a request still running ahead fails at once, its thread ends
+        if ctx is not None:
+            ctx.settle()
+        for w in workers:
+            w.close()
         shutil.rmtree(scratch, ignore_errors=True)
+    return results

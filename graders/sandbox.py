@@ -10,16 +10,21 @@ Layers, each probed once per grading process and used only when it works here:
   killing "every process of that uid" kills exactly that submission's).
 - `cgroup`: a memory cap for the worker and everything it starts, and a pids cap (v1 or v2).
 - `rlimits`: address space, CPU seconds, file size, open files, processes (set before exec).
+- `seccomp`: a BPF deny-list the worker installs on itself (graders/worker/seccomp.py): no
+  internet sockets, ptrace, mounts, namespaces, keyrings, eBPF, io_uring.
 - `landlock`: applied by the worker itself before student code runs: reads only the allow-list,
   writes only scratch, no TCP bind/connect, no signals or abstract sockets outside itself.
 
 The layers in force are reported (e.g. "bwrap+uid+cgroup+rlimits+landlock"): a weaker sandbox
-is never silent. GRADER_SANDBOX=plain turns every layer but rlimits off (for the benchmark).
+is never silent. GRADER_SANDBOX=plain turns every layer but rlimits off (for the benchmark);
+GRADER_SANDBOX=container keeps only what a default Docker container allows (uid drop, rlimits,
+Landlock), to test that fallback on a machine that has more.
 """
 
 import fcntl
 import functools
 import os
+import platform
 import resource
 import shutil
 import signal
@@ -35,6 +40,7 @@ from .spec import Limits
 from .worker import landlock
 
 UID_BASE, UID_SLOTS = 61000, 1000
+PROC_READ = ("/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg", "/proc/sys")
 _LOCK_DIR = Path(tempfile.gettempdir()) / "transformer-grader-uids"
 
 
@@ -67,6 +73,7 @@ class Capabilities:
     cgroup_v1: dict[str, Path] = field(default_factory=dict)
     cgroup_v2: Path | None = None
     landlock_abi: int = 0
+    seccomp: bool = False  # the worker installs graders/worker/seccomp.py's filter on itself
     notes: tuple[str, ...] = ()
 
 
@@ -115,10 +122,14 @@ def capabilities() -> Capabilities:
     mode = os.environ.get("GRADER_SANDBOX", "auto")
     if mode == "plain":
         return Capabilities(None, False, notes=("GRADER_SANDBOX=plain: only rlimits",))
+    if mode not in ("auto", "container"):
+        raise ValueError(f"GRADER_SANDBOX={mode}: expected auto, container or plain")
     notes = []
+    if mode == "container":
+        notes.append("GRADER_SANDBOX=container: no bwrap and no cgroups, as in a default Docker container")
     root = os.geteuid() == 0
     drop = _as_uid(UID_BASE + UID_SLOTS - 1) if root else None  # a probe uid no worker uses
-    bwrap = shutil.which("bwrap")
+    bwrap = shutil.which("bwrap") if mode == "auto" else None
     if bwrap:
         # As the worker will run it: as root, namespaces but no user namespace, then the uid drop.
         ns = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"] + ([] if root else ["--unshare-user"])
@@ -130,21 +141,24 @@ def capabilities() -> Capabilities:
         if p.returncode != 0:
             notes.append(f"bwrap unusable here: {p.stderr.decode(errors='replace').strip()[:200]}")
             bwrap = None
-    else:
+    elif mode == "auto":
         notes.append("bwrap not installed (Debian: bubblewrap)")
     can_uid = False
     if root:
         if bwrap:
             can_uid = True
         else:
-            p = subprocess.run([sys.executable, "-I", "-S", "-c", "pass"], preexec_fn=drop, capture_output=True,
-                               timeout=60)
-            can_uid = p.returncode == 0
+            try:
+                p = subprocess.run([sys.executable, "-I", "-S", "-c", "pass"], preexec_fn=drop, capture_output=True,
+                                   timeout=60)
+                can_uid = p.returncode == 0
+            except OSError:  # EACCES from exec: e.g. a Python under root's 0700 home
+                can_uid = False
             if not can_uid:
                 notes.append("no uid drop: this Python is not readable by an unprivileged uid")
     else:
         notes.append("no uid drop: the grader is not root")
-    v1, v2 = _own_cgroup_dirs()
+    v1, v2 = _own_cgroup_dirs() if mode == "auto" else ({}, None)
     v1 = {c: d for c, d in v1.items() if _can_make(d)}
     v2 = v2 if v2 is not None and not v1 and _can_make(v2) else None
     if not v1 and v2 is None:
@@ -152,7 +166,10 @@ def capabilities() -> Capabilities:
     abi = landlock.abi_version()
     if abi < 1:
         notes.append("no landlock in this kernel")
-    return Capabilities(bwrap, can_uid, v1, v2, abi, tuple(notes))
+    seccomp = platform.machine() in ("x86_64", "aarch64")
+    if not seccomp:
+        notes.append(f"no seccomp filter for {platform.machine()}")
+    return Capabilities(bwrap, can_uid, v1, v2, abi, seccomp, tuple(notes))
 
 
 class UidSlot:
@@ -196,6 +213,55 @@ def _kill_uid(uid: int) -> None:
         time.sleep(0.02)
 
 
+_PR_SET_CHILD_SUBREAPER = 36
+_workers: set[int] = set()  # pids of the live workers this process started (never swept)
+
+
+@functools.cache
+def _become_reaper() -> bool:
+    """Make this process the subreaper of its descendants: a worker's orphans (a double-forked
+    daemon) are then re-parented to us, not to init, and the sweep finds them as our children.
+    The last wall when there is no PID namespace, cgroup or uid to kill by."""
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _kill_orphans() -> None:
+    """SIGKILL and reap every child of ours that is not a live worker, until none is left (what
+    each killed one leaves comes to us in turn)."""
+    me = os.getpid()
+    for _ in range(50):
+        found = False
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit() or int(entry.name) in _workers:
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) != me:
+                continue
+            pid = int(entry.name)
+            if fields[0] != "Z":
+                found = True
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+        if not found:
+            return
+        time.sleep(0.02)
+
+
 class Sandbox:
     """One worker's sandbox: its uid, cgroups and the command that starts it inside them."""
 
@@ -223,6 +289,14 @@ class Sandbox:
         if self.slot is not None:
             for path in (scratch, *scratch.rglob("*")):
                 os.lchown(path, self.slot.uid, self.slot.uid)
+        # Nothing else would catch a daemon that left the process group.
+        self.reaper = not self.caps.bwrap and not self.cgroups and self.slot is None and _become_reaper()
+
+    def started(self, pid: int) -> None:
+        _workers.add(pid)
+
+    def ended(self, pid: int) -> None:
+        _workers.discard(pid)
 
     def _memory_bytes(self) -> int:
         return (self.limits.memory_mb + 256) << 20  # the worker's own cap is RLIMIT_AS; this one covers children
@@ -247,8 +321,12 @@ class Sandbox:
         if self.cgroups:
             names.append("cgroup")
         names.append("rlimits")
+        if self.reaper:
+            names.append("reaper")
         if self.caps.landlock_abi >= 1:
             names.append("landlock")
+        if self.caps.seccomp:
+            names.append("seccomp")
         return "+".join(names)
 
     def read_paths(self) -> list[str]:
@@ -320,7 +398,11 @@ class Sandbox:
 
     def landlock_rules(self) -> dict:
         """What the worker may touch once it locks itself in (passed to it; it applies them)."""
-        return {"read": self.read_paths() + ["/dev", "/proc", "/sys"], "write": [str(self.scratch), "/dev/null"]}
+        # Of /proc only the worker's own entry (the worker resolves /proc/self when it locks itself
+        # in) and a few machine-wide files: as the grader's own uid (a laptop, no bwrap) all of /proc
+        # would show the grader's environment and command line.
+        return {"read": self.read_paths() + ["/dev", "/sys", "/proc/self", *PROC_READ],
+                "write": [str(self.scratch), "/dev/null"]}
 
     def sweep(self) -> None:
         """Kill whatever is left of this worker: the cgroup's members and every process of its uid."""
@@ -346,6 +428,8 @@ class Sandbox:
                 time.sleep(0.02)
         if self.slot is not None:
             _kill_uid(self.slot.uid)
+        if self.reaper:
+            _kill_orphans()
 
     def _remove_cgroups(self) -> None:
         for d in self.cgroups:

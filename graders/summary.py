@@ -9,7 +9,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from matplotlib.figure import Figure
 
 from .html_report import env, figure_png, png_uri
 from .results import Results
@@ -92,6 +91,8 @@ def item_rates(graded: dict[str, Results]) -> list[ItemRate]:
 
 
 def _histogram(values: list[float], bins: list[float], xlabel: str, color: str) -> bytes:
+    from matplotlib.figure import Figure  # 0.6 s to import: only when a plot is drawn
+
     fig = Figure(figsize=(6.5, 2.8), dpi=100)
     ax = fig.add_subplot()
     ax.hist(values, bins=bins, color=color, edgecolor="white")

@@ -3,7 +3,7 @@ implementation scores full marks. The corpus (tests/corpus/variants.py) is check
 reference outside the grader by tests/corpus/verify_variants.py."""
 
 import pytest
-from conftest import REFERENCE, grade_all, items, lost, messages, write_zip
+from conftest import REFERENCE, TEST_LIMITS, grade_all, items, lost, messages, write_zip
 
 from corpus.variants import VARIANTS, apply
 
@@ -11,11 +11,33 @@ BUGS = [v for v in VARIANTS if v.kind == "bug"]
 CORRECT = [v for v in VARIANTS if v.kind == "correct"]
 
 
+TRAINING = "3(b)iii"
+
+
+def _needs_training(v) -> bool:
+    return v.kind == "correct" or TRAINING in v.loses + v.keeps or any(e.file == "train.py" for e in v.edits) \
+        or any(f == "train.py" for f, _ in v.replace)
+
+
 @pytest.fixture(scope="session")
 def corpus_graded(tmp_path_factory):
+    """Every variant graded by real `grade` processes. A bug that neither touches train.py nor names
+    3(b)iii is graded without the training run (`--only` every other item), which halves its cost;
+    correct variants get the whole grade. One worker each: two grades already share the two cores."""
     folder = tmp_path_factory.mktemp("corpus")
-    zips = [write_zip(folder / f"{v.name}.zip", apply(v, REFERENCE)) for v in VARIANTS]
-    return grade_all(zips, tmp_path_factory.mktemp("corpus-out"))
+    zips = {v.name: write_zip(folder / f"{v.name}.zip", apply(v, REFERENCE)) for v in VARIANTS}
+    extra = [*TEST_LIMITS, "--limit", "workers=1"]
+    others = [arg for i in spec_items() if i != TRAINING for arg in ("--only", i)]
+    full = [zips[v.name] for v in VARIANTS if _needs_training(v)]
+    partial = [zips[v.name] for v in VARIANTS if not _needs_training(v)]
+    out = tmp_path_factory.mktemp("corpus-out")
+    return {**grade_all(full, out / "full", extra=extra), **grade_all(partial, out / "partial", extra=extra + others)}
+
+
+def spec_items() -> list[str]:
+    from graders.spec import load_spec, spec_path
+
+    return [i.id for i in load_spec(spec_path("a3")).items]
 
 
 def test_corpus_is_big_enough():
@@ -26,6 +48,7 @@ def test_corpus_is_big_enough():
 def test_planted_bug_loses_points_on_its_item(corpus_graded, variant):
     r = corpus_graded[variant.name]
     by_id = items(r)
+    assert _needs_training(variant) or TRAINING not in by_id and r["warnings"][0].startswith("partial grade")
     for item in variant.loses:
         if by_id[item]["max_score"] == 0:  # utils: no points, but the check must fail
             assert by_id[item]["status"] != "passed", f"{variant.name}: {item} passed"

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import GRADE, REPO, items, lost, messages, reference_files, write_zip
+from conftest import GRADE, REPO, edited, items, lost, messages, reference_files, write_zip
 from scenarios import stub
 
 
@@ -132,3 +132,28 @@ def test_not_a_zip_gets_a_report_with_the_reason(tmp_path):
     assert run.returncode == 0
     r = json.loads((tmp_path / "out" / "results.json").read_text())
     assert r["score"] == 0 and "not a readable zip file" in r["problems"]["submission"]
+
+
+def test_only_regrades_one_item_and_says_so(tmp_path):
+    """A planted attention bug, re-checked with --only: just that item, its loss, and a warning."""
+    z = write_zip(tmp_path / "bug.zip", edited("model_solution.py", " / math.sqrt(self.d_attention)", ""))
+    run = subprocess.run([*GRADE, str(z), "--out", str(tmp_path / "out"), "--only", "3(a)iii"], cwd=REPO,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    r = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [i["id"] for i in r["items"]] == ["3(a)iii"] and r["max_score"] == 6 and r["score"] < 6
+    assert r["warnings"][0].startswith("partial grade: only 3(a)iii graded")
+    assert "training" not in r or r["training"] is None
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--only", "3(z)"], "unknown item 3(z)"),
+    (["--limit", "memory_mb=lots"], "limits.memory_mb: Input should be a valid integer"),
+    (["--set", "training.max_steps=0"], "training.max_steps: Input should be greater than or equal to 1"),
+    (["--set", "training.nothing=1"], "expected NAME=VALUE with NAME one of"),
+])
+def test_bad_options_are_refused_before_grading(tmp_path, args, says):
+    run = subprocess.run([*GRADE, str(tmp_path / "none.zip"), "--out", str(tmp_path / "out"), *args], cwd=REPO,
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and says in run.stderr, run.stderr
+    assert not (tmp_path / "out").exists()

@@ -63,6 +63,10 @@ def run() -> None:
             hello["landlock"] = f"abi {restrict(**limits['landlock'])}"
         except OSError as exc:
             hello["landlock_error"] = str(exc)[:300]
+    if limits.get("seccomp"):
+        from .seccomp import install
+
+        hello["seccomp"] = install()
     # Our own modules and torch are loaded: only now may the submission's folder shadow names.
     sys.path.insert(0, str(scratch))
     ops = Ops(scratch)
@@ -85,6 +89,7 @@ def run() -> None:
         # next call) or filled half of a private scratch (a fresh worker gets an empty one).
         if _children() or (limits.get("scratch_tmpfs") and _half_full(scratch)):
             reply["restart"] = True
+        reply["peak_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # for the benchmark
         try:
             protocol.write_frame(rep_fd, reply)
         except (TypeError, ValueError) as exc:

@@ -81,6 +81,30 @@ def _sandbox_processes(token: str) -> list[str]:
     return left
 
 
+def _run_attacks(base: Path, names: list[str] | None = None, sandbox: str | None = None) -> SimpleNamespace:
+    """Grade the attacks (all, or `names`) with a listener on 127.0.0.1 and a secret in the
+    grader's environment; `sandbox` sets GRADER_SANDBOX for the grade processes."""
+    listener = Listener()
+    target = Target(port=listener.port, out=str(base / "out"), marker=str(base / "unpickled"),
+                    secret=f"grader-secret-{secrets.token_hex(8)}", token=secrets.token_hex(8))
+    cases = {n: a for n, a in attacks(target).items() if names is None or n in names}
+    autograder = Path("/autograder/results/results.json")
+    existed = autograder.exists()
+    (base / "zips").mkdir()
+    zips = [write_zip(base / "zips" / f"{name}.zip", a.files) for name, a in cases.items()]
+    before = _tree_digest()
+    env = {"GRADER_TEST_SECRET": target.secret, **({"GRADER_SANDBOX": sandbox} if sandbox else {})}
+    os.environ.update(env)  # inherited by the grade processes only
+    try:
+        results = grade_all(zips, base / "out")
+    finally:
+        for key in env:
+            del os.environ[key]
+        listener.close()
+    return SimpleNamespace(cases=cases, results=results, target=target, listener=listener, base=base,
+                           changed=_tree_digest() != before, autograder_planted=autograder.exists() and not existed)
+
+
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory):
     if not (CAPS.bwrap or CAPS.landlock_abi):
@@ -88,24 +112,19 @@ def hostile(tmp_path_factory):
         pytest.skip(f"neither bwrap nor Landlock here, and these attacks write into the repo: {CAPS.notes}")
     if REQUIRED:
         assert CAPS.bwrap, f"REQUIRE_BWRAP=1 but bwrap is not usable: {CAPS.notes}"
-    base = tmp_path_factory.mktemp("hostile")
-    listener = Listener()
-    target = Target(port=listener.port, out=str(base / "out"), marker=str(base / "unpickled"),
-                    secret=f"grader-secret-{secrets.token_hex(8)}", token=secrets.token_hex(8))
-    cases = attacks(target)
-    autograder = Path("/autograder/results/results.json")
-    existed = autograder.exists()
-    (base / "zips").mkdir()
-    zips = [write_zip(base / "zips" / f"{name}.zip", a.files) for name, a in cases.items()]
-    before = _tree_digest()
-    os.environ["GRADER_TEST_SECRET"] = target.secret  # inherited by the grade processes only
-    try:
-        results = grade_all(zips, base / "out")
-    finally:
-        del os.environ["GRADER_TEST_SECRET"]
-        listener.close()
-    return SimpleNamespace(cases=cases, results=results, target=target, listener=listener, base=base,
-                           changed=_tree_digest() != before, autograder_planted=autograder.exists() and not existed)
+    return _run_attacks(tmp_path_factory.mktemp("hostile"))
+
+
+# What a default Docker container leaves (no bwrap, no cgroups): the walls that must still hold.
+CONTAINER_ATTACKS = ["daemon_at_import", "kill_parent_in_generate", "reads_hidden_files", "network_and_environment",
+                     "writes_outside_scratch"]  # no fork bomb: as root without a uid drop nothing would stop it
+
+
+@pytest.fixture(scope="module")
+def hostile_container(tmp_path_factory):
+    if not CAPS.landlock_abi:
+        pytest.skip("no Landlock in this kernel: the container fallback has no file wall here")
+    return _run_attacks(tmp_path_factory.mktemp("hostile-container"), CONTAINER_ATTACKS, sandbox="container")
 
 
 NAMES = sorted(attacks(Target(0, "", "", "", "0" * 16)))
@@ -113,7 +132,29 @@ NAMES = sorted(attacks(Target(0, "", "", "", "0" * 16)))
 
 @pytest.mark.parametrize("name", NAMES)
 def test_no_point_unearned_and_only_the_attacked_items_lost(hostile, name):
-    attack, results = hostile.cases[name], hostile.results[name]
+    _judge(hostile, name)
+
+
+@pytest.mark.parametrize("name", CONTAINER_ATTACKS)
+def test_the_container_fallback_holds(hostile_container, name):
+    """Without bwrap and cgroups (uid drop where the Python allows it, rlimits, Landlock, the
+    subreaper): the same outcome, no leak, no connection, no process left, nothing written."""
+    run = hostile_container
+    _judge(run, name)
+    assert "bwrap" not in run.results[name]["sandbox"] and "landlock" in run.results[name]["sandbox"]
+    assert not run.changed and not Path(run.target.marker).exists()
+    assert run.listener.accepted == []
+    assert _sandbox_processes(run.target.token) == []
+    stdout = run.results[name]["output"]["stdout"]
+    assert "LEAK" not in stdout and "WROTE" not in stdout and run.target.secret not in stdout
+    if name == "network_and_environment":
+        assert "NO-CONNECTION" in stdout and "DENIED environ" in stdout, stdout
+    if name == "reads_hidden_files":
+        assert stdout.count("DENIED") == 4, stdout
+
+
+def _judge(run: SimpleNamespace, name: str) -> None:
+    attack, results = run.cases[name], run.results[name]
     assert results["grader_error"] is None, results["grader_error"]
     if attack.may_lose is None:
         assert results["score"] == 0, f"{attack.what}: {results['score']} points from a stub"
@@ -123,6 +164,14 @@ def test_no_point_unearned_and_only_the_attacked_items_lost(hostile, name):
     if attack.says:
         item, words = attack.says
         assert words in messages(results, item), messages(results, item)
+
+
+def test_no_attack_reads_as_a_grader_bug(hostile):
+    """A forged or broken reply fails its check as the worker's fault, never as `grader error: KeyError`."""
+    errors = {name: [c["message"] for i in r["items"] for c in i["checks"] if c["status"] == "error"]
+              for name, r in hostile.results.items()}
+    assert not {name: m for name, m in errors.items() if m}
+    assert "malformed reply" in messages(hostile.results["protocol_forgery"], "3(a)iii")
 
 
 def test_nothing_hidden_and_no_secret_in_any_report(hostile):

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from graders.checking import expect_tensor, fail, tolerance
 from graders.client import StudentError
-from graders.runner import GradeContext
+from graders.synthdata import make_source, sample_chunks
+from graders.check_session import GradeContext
 
 # (d_model, n_heads): one head, odd sizes, d_attention 1, several heads.
 SHAPES = ((12, 3), (16, 1), (8, 8), (15, 5), (16, 4))
@@ -101,17 +102,20 @@ class A3:
         self.seed = grade.spec.seeds.weights
 
     # -- reference ----------------------------------------------------------------------------
-    def ref_module(self, cls: str, case: Case, state: dict | None = None) -> torch.nn.Module:
-        module = getattr(self.ref, cls)(self.ref.ModelConfig(**case.config)).double().eval()
+    def ref_module(self, cls: str, case: Case, state: dict | None = None,
+                   module: torch.nn.Module | None = None) -> torch.nn.Module:
+        if module is None:
+            module = getattr(self.ref, cls)(self.ref.ModelConfig(**case.config))
+        module = module.double().eval()
         if state is not None:
             module.load_state_dict({k: v.double() for k, v in state.items()})
         return module
 
     def weights(self, cls: str, case: Case, salt: int = 0) -> tuple[dict, torch.nn.Module]:
         """Random weights for `cls` and the float64 reference module holding them."""
-        module = getattr(self.ref, cls)(self.ref.ModelConfig(**case.config))
+        module = getattr(self.ref, cls)(self.ref.ModelConfig(**case.config))  # built once: ~3 ms each
         state = random_state(module, generator(case, salt, self.seed))
-        return state, self.ref_module(cls, case, state)
+        return state, self.ref_module(cls, case, state, module)
 
     # -- the student's side -------------------------------------------------------------------
     def build(self, cls: str, case: Case, state: dict | None, handle: str = "m", train_mode: bool = False) -> str:
@@ -188,3 +192,28 @@ def greedy_violation(ref_model: torch.nn.Module, sequence: torch.Tensor, prompt_
 def next_token_loss(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """The definition: mean cross entropy of positions 0..T-2 against tokens 1..T-1."""
     return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).double(), ids[:, 1:].reshape(-1))
+
+
+# -- 3(b)iii ---------------------------------------------------------------------------------
+def start_training(grade) -> None:
+    """Send the training run ahead (conftest does, before the first check): with a spare worker it
+    runs alongside the other items' checks."""
+    spec, tr = grade.spec, grade.spec.training
+    source, data, _ = training_data(grade)
+    grade.ahead("train", "train", "train.train", spec.limits.train_timeout_s, module="train", function="train",
+                kwargs=dict(learning_rate=tr.learning_rate, gradient_clipping=tr.gradient_clipping,
+                            batch_size=tr.batch_size, max_steps=tr.max_steps),
+                config=tr.model.model_dump(), data=data.numpy(), data_path=tr.data_path, record_class="Transformer",
+                seed=spec.seeds.weights)
+
+
+def training_data(grade):
+    """The Markov source, the training rows and the held-out rows; the same for every submission."""
+    if "training_data" not in grade.memo:
+        spec, tr = grade.spec, grade.spec.training
+        source = make_source(tr.model.vocab_size, tr.source_successors, spec.seeds.source)
+        # Twice the rows that max_steps batches need, so a loop that ignores max_steps shows.
+        data = sample_chunks(source, 2 * tr.batch_size * tr.max_steps, tr.model.context_length, spec.seeds.data)
+        heldout = sample_chunks(source, tr.heldout_chunks, tr.model.context_length, spec.seeds.data + 1)
+        grade.memo["training_data"] = source, data, heldout
+    return grade.memo["training_data"]

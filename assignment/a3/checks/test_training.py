@@ -9,34 +9,26 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from a3_checklib import A3, Case, next_token_loss
+from a3_checklib import A3, Case, next_token_loss, start_training, training_data
 
 from graders.reference import REPO
 from graders.checking import fail
 from graders.client import StudentError, WorkerError
 from graders.results import Training
-from graders.synthdata import make_source, sample_chunks
 
 
 @pytest.fixture(scope="module")
 def run(grade):
-    """One training run shared by this item's checks: (reply, failure message, initial, final)."""
-    spec, tr = grade.spec, grade.spec.training
-    source = make_source(tr.model.vocab_size, tr.source_successors, spec.seeds.source)
-    # Twice the rows that max_steps batches need, so a loop that ignores max_steps shows.
-    data = sample_chunks(source, 2 * tr.batch_size * tr.max_steps, tr.model.context_length, spec.seeds.data)
-    heldout = sample_chunks(source, tr.heldout_chunks, tr.model.context_length, spec.seeds.data + 1)
+    """One training run shared by this item's checks: (reply, failure message)."""
+    tr = grade.spec.training
+    source, data, heldout = training_data(grade)
     summary = Training(floor=source.entropy_rate, required_improvement=tr.min_improvement_nats)
     summary.reference_losses, summary.reference_final_loss = reference_curve(grade, data, heldout)
     grade.training = summary
     grade.worker.begin_check()
+    start_training(grade)  # a no-op when conftest already sent it
     try:
-        reply = grade.worker.request(
-            "train", "train.train", timeout=spec.limits.train_timeout_s, module="train", function="train",
-            kwargs=dict(learning_rate=tr.learning_rate, gradient_clipping=tr.gradient_clipping,
-                        batch_size=tr.batch_size, max_steps=tr.max_steps),
-            config=tr.model.model_dump(), data=data.numpy(), data_path=tr.data_path, record_class="Transformer",
-            seed=spec.seeds.weights)
+        reply = grade.collect("train")
     except (StudentError, WorkerError) as e:
         hint = ""
         if "does not require grad" in str(e):
