@@ -2,6 +2,7 @@
 
 import argparse
 import csv
+import os
 import subprocess
 import sys
 import traceback
@@ -279,5 +280,14 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
+def run() -> None:
+    """The `grade` command: main(), then an exit without finalising the interpreter: tearing down
+    torch, pytest and matplotlib took 1.3 s here, and everything of ours is written and closed."""
+    status = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

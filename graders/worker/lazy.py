@@ -99,3 +99,82 @@ def stand_ins(packages: tuple[str, ...] = LAZY_PACKAGES) -> Iterator[None]:
             if isinstance(sys.modules.get(name), _LazyModule):
                 del sys.modules[name]
         _finder = previous
+
+
+# -- torch._dynamo -----------------------------------------------------------------------------
+# optimizer.step() runs `import torch._dynamo; torch._dynamo.graph_break()` and the optimizers'
+# methods are wrapped in torch._dynamo.disable: the first step of any training loop imports the
+# compiler, 1.3 s here, for two calls that do nothing unless something is being compiled. Nothing
+# can be compiled before torch._dynamo is really loaded, so until then a stand-in answers those two
+# (graph_break: nothing; disable: a wrapper that defers to the real disable once it is loaded), and
+# any other use of it (torch.compile, a submodule, any other name) loads the real one first.
+
+
+class _DynamoStandIn(types.ModuleType):
+    real: types.ModuleType | None = None
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return getattr(_real_dynamo(), name)
+
+
+_DYNAMO = _DynamoStandIn("torch._dynamo")
+_DYNAMO.__path__ = []  # a package: `import torch._dynamo.x` reaches the finder below
+
+
+def _real_dynamo() -> types.ModuleType:
+    if _DYNAMO.real is None:
+        import torch
+
+        if sys.modules.get("torch._dynamo") is _DYNAMO:
+            del sys.modules["torch._dynamo"]
+        if torch.__dict__.get("_dynamo") is _DYNAMO:
+            del torch._dynamo
+        _DYNAMO.real = importlib.import_module("torch._dynamo")
+    return _DYNAMO.real
+
+
+def _graph_break() -> None:
+    if _DYNAMO.real is not None:
+        _DYNAMO.real.graph_break()
+
+
+def _disable(fn=None, recursive: bool = True, **kwargs):
+    if _DYNAMO.real is not None:
+        return _DYNAMO.real.disable(fn, recursive, **kwargs)
+    if fn is None:  # used as @disable(recursive=False)
+        return lambda f: _disable(f, recursive, **kwargs)
+    done: list = []
+
+    def call(*args, **kw):
+        if _DYNAMO.real is None:
+            return fn(*args, **kw)
+        if not done:
+            done.append(_DYNAMO.real.disable(fn, recursive, **kwargs))
+        return done[0](*args, **kw)
+
+    return call
+
+
+_DYNAMO.graph_break = _graph_break
+_DYNAMO.disable = _disable
+
+
+class _DynamoFinder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path, target=None):
+        if not fullname.startswith("torch._dynamo.") or _DYNAMO.real is not None:
+            return None
+        _real_dynamo()
+        return importlib.util.find_spec(fullname)
+
+
+def install_dynamo_standin() -> None:
+    """In the worker, after `import torch` and before any student code."""
+    import torch
+
+    if "torch._dynamo" in sys.modules:
+        return
+    sys.meta_path.insert(0, _DynamoFinder())
+    sys.modules["torch._dynamo"] = _DYNAMO
+    torch._dynamo = _DYNAMO

@@ -55,6 +55,7 @@ def run() -> None:
     import torch
 
     torch.set_num_threads(limits["threads"])
+    lazy.install_dynamo_standin()
     hello = {"ok": True, "torch": torch.__version__, "python": sys.version.split()[0]}
     if limits.get("landlock"):
         from .landlock import restrict
