@@ -74,6 +74,7 @@ class Capabilities:
     cgroup_v2: Path | None = None
     landlock_abi: int = 0
     seccomp: bool = False  # the worker installs graders/worker/seccomp.py's filter on itself
+    reaper: bool = True  # may become the subreaper when nothing else can catch a daemon
     notes: tuple[str, ...] = ()
 
 
@@ -121,7 +122,7 @@ def capabilities() -> Capabilities:
     """Probe each layer once (about 30 ms): what fails here is left out and said so."""
     mode = os.environ.get("GRADER_SANDBOX", "auto")
     if mode == "plain":
-        return Capabilities(None, False, notes=("GRADER_SANDBOX=plain: only rlimits",))
+        return Capabilities(None, False, reaper=False, notes=("GRADER_SANDBOX=plain: only rlimits",))
     if mode not in ("auto", "container"):
         raise ValueError(f"GRADER_SANDBOX={mode}: expected auto, container or plain")
     notes = []
@@ -290,7 +291,8 @@ class Sandbox:
             for path in (scratch, *scratch.rglob("*")):
                 os.lchown(path, self.slot.uid, self.slot.uid)
         # Nothing else would catch a daemon that left the process group.
-        self.reaper = not self.caps.bwrap and not self.cgroups and self.slot is None and _become_reaper()
+        self.reaper = self.caps.reaper and not self.caps.bwrap and not self.cgroups and self.slot is None \
+            and _become_reaper()
 
     def started(self, pid: int) -> None:
         _workers.add(pid)

@@ -18,10 +18,10 @@ FILES = ("model_solution.py", "train.py", "utils.py")
 RESULTS_SCHEMA = json.loads(SCHEMA_FILE.read_text())
 GRADE = [sys.executable, "-m", "graders.cli"]
 # Short timeouts keep the hostile cases quick; the reference finishes every call in milliseconds.
-# workers=2: the training run in a second worker, as on a TA's machine with 3+ cores (the default
-# on 2 cores is one worker), so that path is what the scenario and hostile suites exercise.
-TEST_LIMITS = ["--limit", "call_timeout_s=2", "--limit", "import_timeout_s=30", "--limit", "train_timeout_s=20",
-               "--limit", "workers=2"]
+TEST_LIMITS = ["--limit", "call_timeout_s=2", "--limit", "import_timeout_s=30", "--limit", "train_timeout_s=20"]
+# The training run in a second worker, as on a TA's machine with 3+ cores (on 2 cores the default
+# is one): the hostile suite and the Gradescope runs take this path; the rest, the default one.
+SPARE = ["--limit", "workers=2"]
 
 
 def reference_files() -> dict[str, str]:

@@ -23,10 +23,10 @@ def _needs_training(v) -> bool:
 def corpus_graded(tmp_path_factory):
     """Every variant graded by real `grade` processes. A bug that neither touches train.py nor names
     3(b)iii is graded without the training run (`--only` every other item), which halves its cost;
-    correct variants get the whole grade. One worker each: two grades already share the two cores."""
+    correct variants get the whole grade."""
     folder = tmp_path_factory.mktemp("corpus")
     zips = {v.name: write_zip(folder / f"{v.name}.zip", apply(v, REFERENCE)) for v in VARIANTS}
-    extra = [*TEST_LIMITS, "--limit", "workers=1"]
+    extra = TEST_LIMITS
     others = [arg for i in spec_items() if i != TRAINING for arg in ("--only", i)]
     full = [zips[v.name] for v in VARIANTS if _needs_training(v)]
     partial = [zips[v.name] for v in VARIANTS if not _needs_training(v)]

@@ -11,7 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import GRADE, REPO, RESULTS_SCHEMA, TEST_LIMITS, edited, reference_files, write_zip
+from conftest import GRADE, REPO, RESULTS_SCHEMA, SPARE, TEST_LIMITS, edited, reference_files, write_zip
 from graders import demo
 from graders.gradescope import SCHEMA_FILE, clip, handout_number, to_gradescope
 from graders.results import Results
@@ -46,7 +46,7 @@ def _grade_once(base: Path) -> dict[str, dict]:
     for name, z in zips.items():
         out = base / name
         procs[name] = subprocess.Popen([*GRADE, str(z), "--out", str(out), "--gradescope", str(base / f"{name}.gs.json"),
-                                        *TEST_LIMITS], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                        *TEST_LIMITS, *SPARE], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for name, p in procs.items():
         log = p.communicate(timeout=900)[0]
         assert p.returncode == 0, log[-3000:]

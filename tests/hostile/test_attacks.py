@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from attacks import Target, attacks
-from conftest import REPO, grade_all, lost, messages, write_zip
+from conftest import REPO, SPARE, TEST_LIMITS, grade_all, lost, messages, write_zip
 from graders.sandbox import UID_BASE, UID_SLOTS, capabilities
 
 CAPS = capabilities()
@@ -96,7 +96,7 @@ def _run_attacks(base: Path, names: list[str] | None = None, sandbox: str | None
     env = {"GRADER_TEST_SECRET": target.secret, **({"GRADER_SANDBOX": sandbox} if sandbox else {})}
     os.environ.update(env)  # inherited by the grade processes only
     try:
-        results = grade_all(zips, base / "out")
+        results = grade_all(zips, base / "out", extra=TEST_LIMITS + SPARE)
     finally:
         for key in env:
             del os.environ[key]
