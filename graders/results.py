@@ -75,7 +75,8 @@ class Results(BaseModel):
     training: Training | None = None
     timings: dict[str, float] = Field(default_factory=dict)
     output: Output = Field(default_factory=Output)
-    sandbox: str = ""
+    sandbox: str = Field("", description="the isolation layers student code ran under, e.g. bwrap+uid+cgroup+rlimits+landlock+seccomp")
+    sandbox_notes: list[str] = Field(default_factory=list, description="why a layer is missing here")
     grader_error: str | None = None
 
 

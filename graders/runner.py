@@ -149,7 +149,8 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
         timings["worker_peak_rss_mb"] = round(max(w.peak_rss_kb for w in workers) / 1024, 1)
         results = _results(source, spec, intake, items, started, timings=timings,
                            problems=broken, training=ctx.training, warnings=warnings + ctx.extra_warnings,
-                           output=_output(workers, spec.limits.output_cap_bytes), sandbox=worker.layers)
+                           output=_output(workers, spec.limits.output_cap_bytes), sandbox=worker.layers,
+                           sandbox_notes=list(worker.sandbox.caps.notes))
     finally:
         for w in workers:
             w.kill()  # a request still running ahead fails at once, its thread ends

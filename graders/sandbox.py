@@ -170,7 +170,7 @@ def capabilities() -> Capabilities:
     seccomp = platform.machine() in ("x86_64", "aarch64")
     if not seccomp:
         notes.append(f"no seccomp filter for {platform.machine()}")
-    return Capabilities(bwrap, can_uid, v1, v2, abi, seccomp, tuple(notes))
+    return Capabilities(bwrap, can_uid, v1, v2, abi, seccomp=seccomp, notes=tuple(notes))
 
 
 class UidSlot:

@@ -133,6 +133,7 @@ def test_report_shows_total_items_checks_and_training(runs):
     r = run["results"]
     root = parse((run["out"] / "report.html").read_text())
     assert by_id(root, "total").text().strip() == f"{r['score']:g} / {r['max_score']:g}"
+    assert by_id(root, "sandbox").text() == r["sandbox"] and "rlimits" in r["sandbox"]
     rows = [n for n in by_id(root, "items").walk() if n.tag == "tr"][1:]
     assert [[c for c in row.children if isinstance(c, Node)][0].text() for row in rows] == [i["id"] for i in r["items"]]
     checks = {n.attrs["data-check"]: n for n in root.walk() if n.tag == "tr" and "data-check" in n.attrs}

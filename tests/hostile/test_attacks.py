@@ -142,6 +142,7 @@ def test_the_container_fallback_holds(hostile_container, name):
     run = hostile_container
     _judge(run, name)
     assert "bwrap" not in run.results[name]["sandbox"] and "landlock" in run.results[name]["sandbox"]
+    assert any(n.startswith("GRADER_SANDBOX=container") for n in run.results[name]["sandbox_notes"])
     assert not run.changed and not Path(run.target.marker).exists()
     assert run.listener.accepted == []
     assert _sandbox_processes(run.target.token) == []
