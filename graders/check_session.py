@@ -79,8 +79,8 @@ def _example(exc: BaseException) -> str | None:
 class GradePlugin:
     """Bridges pytest's outcomes to check results; never lets a test's exception escape unjudged."""
 
-    def __init__(self, ctx: GradeContext, broken: dict[str, str], deadline: float):
-        self.ctx, self.broken, self.deadline = ctx, broken, deadline
+    def __init__(self, ctx: GradeContext, deadline: float):
+        self.ctx, self.deadline = ctx, deadline
         self.by_check = ctx.spec.check_item()
         self.results: dict[str, CheckResult] = {}
         self.seconds: dict[str, float] = {}
@@ -113,7 +113,7 @@ class GradePlugin:
         spec_item = self.by_check.get(check)
         if spec_item is None:
             return
-        reasons = [self.broken[f] for f in spec_item.needs if f in self.broken]
+        reasons = [self.ctx.broken[f] for f in spec_item.needs if f in self.ctx.broken]
         if reasons:
             pytest.skip("blocked: " + "; ".join(dict.fromkeys(reasons)))
         if time.monotonic() > self.deadline:
@@ -165,12 +165,13 @@ class GradePlugin:
                            message=f"grader error: {type(exc).__name__}: {exc}"[:2000], **base)
 
 
-def run_checks(ctx: GradeContext, broken: dict[str, str], deadline: float) -> tuple[dict[str, CheckResult], dict[str, float]]:
-    """Run the spec's hidden checks on `ctx`: each check's result, and seconds spent per item."""
+def run_checks(ctx: GradeContext, deadline: float) -> tuple[dict[str, CheckResult], dict[str, float]]:
+    """Run the spec's hidden checks on `ctx` (those of files in ctx.broken are blocked): each
+    check's result, and seconds spent per item."""
     # The reference's tensors are tiny, and the workers want the other cores: with a pool of
     # threads, torch.tril on an 8x8 mask took 2.4 ms (a thread descheduled mid-op), not 0.05 ms.
     torch.set_num_threads(1)
-    plugin = GradePlugin(ctx, broken, deadline)
+    plugin = GradePlugin(ctx, deadline)
     checks_dir = REPO / ctx.spec.checks_dir
     # Only the plugins the checks use: autoloading every installed one (anyio, jaxtyping) costs 0.5 s.
     autoload = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")

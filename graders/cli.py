@@ -59,10 +59,10 @@ def _with_limits(spec: Spec, overrides: list[str]) -> Spec:
 def _with_settings(spec: Spec, overrides: list[str], flag: str = "--set") -> Spec:
     """The spec with SECTION.NAME=VALUE settings replaced, validated as the spec file would be."""
     data = spec.model_dump()
-    for text in overrides:
+    shown = [o.removeprefix("limits.") if flag == "--limit" else o for o in overrides]  # as typed
+    for text, typed in zip(overrides, shown):
         path, _, value = text.partition("=")
         *parents, name = path.split(".")
-        shown = text.removeprefix("limits.") if flag == "--limit" else text
         section = data
         for key in parents:
             section = section.get(key) if isinstance(section, dict) else None
@@ -70,14 +70,13 @@ def _with_settings(spec: Spec, overrides: list[str], flag: str = "--set") -> Spe
                 or not value:
             names = "one of " + ", ".join(k for k, v in section.items() if not isinstance(v, (dict, list))) \
                 if isinstance(section, dict) and parents else "e.g. hypothesis.max_examples or training.max_steps"
-            raise ValueError(f"{flag} {shown}: expected NAME=VALUE with NAME {names}")
+            raise ValueError(f"{flag} {typed}: expected NAME=VALUE with NAME {names}")
         section[name] = value
     try:
         return type(spec).model_validate(data)
     except ValidationError as e:
         why = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
-        given = [o.removeprefix("limits.") if flag == "--limit" else o for o in overrides]
-        raise ValueError(f"{flag} {', '.join(given)}: {why}") from None
+        raise ValueError(f"{flag} {', '.join(shown)}: {why}") from None
 
 
 def _report_main(argv: list[str]) -> int:

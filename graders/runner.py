@@ -138,7 +138,7 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
         ctx = GradeContext(spec=spec, worker=worker, ref=ref, intake=intake, broken=broken,
                            spare=workers[1] if len(workers) > 1 and not broken else None)
         t = time.monotonic()
-        checked, seconds = run_checks(ctx, broken, started + spec.limits.total_timeout_s)
+        checked, seconds = run_checks(ctx, started + spec.limits.total_timeout_s)
         timings["checks_s"] = round(time.monotonic() - t, 3)
         timings.update({f"item {k} s": round(v, 3) for k, v in seconds.items()})
         timings["student_calls"] = sum(w.calls for w in workers)  # requests that ran student code

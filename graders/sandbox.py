@@ -10,6 +10,8 @@ Layers, each probed once per grading process and used only when it works here:
   killing "every process of that uid" kills exactly that submission's).
 - `cgroup`: a memory cap for the worker and everything it starts, and a pids cap (v1 or v2).
 - `rlimits`: address space, CPU seconds, file size, open files, processes (set before exec).
+- `reaper`: with no bwrap, cgroup or uid, the grader becomes its workers' subreaper, so a
+  double-forked daemon comes back to it as a child and is killed.
 - `seccomp`: a BPF deny-list the worker installs on itself (graders/worker/seccomp.py): no
   internet sockets, ptrace, mounts, namespaces, keyrings, eBPF, io_uring.
 - `landlock`: applied by the worker itself before student code runs: reads only the allow-list,
@@ -18,7 +20,7 @@ Layers, each probed once per grading process and used only when it works here:
 The layers in force are reported (e.g. "bwrap+uid+cgroup+rlimits+landlock"): a weaker sandbox
 is never silent. GRADER_SANDBOX=plain turns every layer but rlimits off (for the benchmark);
 GRADER_SANDBOX=container keeps only what a default Docker container allows (uid drop, rlimits,
-Landlock), to test that fallback on a machine that has more.
+Landlock, seccomp, the reaper), to test that fallback on a machine that has more.
 """
 
 import fcntl
@@ -33,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -195,23 +198,38 @@ class UidSlot:
         os.close(self._fd)
 
 
-def _kill_uid(uid: int) -> None:
-    """SIGKILL every process of `uid` until none is left (a daemon that left the process group,
-    or one that escaped a kill by forking, included)."""
+def _kill_until_gone(find: Callable[[], list[int]]) -> None:
+    """SIGKILL what `find` returns until it returns nothing: one that forked while being killed,
+    or whose children come to us, is caught in a later round."""
     for _ in range(50):
-        found = False
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                if entry.stat().st_uid == uid:
-                    found = True
-                    os.kill(int(entry.name), signal.SIGKILL)
-            except (OSError, ProcessLookupError):
-                pass
-        if not found:
+        pids = find()
+        if not pids:
             return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:  # gone already
+                pass
         time.sleep(0.02)
+
+
+def _pids_of_uid(uid: int) -> list[int]:
+    """Every process of `uid` (a daemon that left the process group included)."""
+    pids = []
+    for entry in os.scandir("/proc"):
+        try:
+            if entry.name.isdigit() and entry.stat().st_uid == uid:
+                pids.append(int(entry.name))
+        except OSError:
+            pass
+    return pids
+
+
+def _cgroup_pids(d: Path) -> list[int]:
+    try:
+        return [int(x) for x in (d / "cgroup.procs").read_text().split()]
+    except OSError:
+        return []
 
 
 _PR_SET_CHILD_SUBREAPER = 36
@@ -231,36 +249,28 @@ def _become_reaper() -> bool:
         return False
 
 
-def _kill_orphans() -> None:
-    """SIGKILL and reap every child of ours that is not a live worker, until none is left (what
-    each killed one leaves comes to us in turn)."""
-    me = os.getpid()
-    for _ in range(50):
-        found = False
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit() or int(entry.name) in _workers:
-                continue
-            try:
-                with open(f"/proc/{entry.name}/stat") as fh:
-                    fields = fh.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) != me:
-                continue
-            pid = int(entry.name)
-            if fields[0] != "Z":
-                found = True
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-        if not found:
-            return
-        time.sleep(0.02)
+def _orphans() -> list[int]:
+    """Our children that are not live workers (reaping those already dead: what a killed one
+    leaves comes to us in turn)."""
+    me, pids = os.getpid(), []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) in _workers:
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) != me:
+            continue
+        pid = int(entry.name)
+        if fields[0] != "Z":
+            pids.append(pid)
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+    return pids
 
 
 class Sandbox:
@@ -415,23 +425,11 @@ class Sandbox:
                     kill.write_text("1")
                 except OSError:
                     pass
-            for _ in range(50):
-                try:
-                    pids = [int(x) for x in (d / "cgroup.procs").read_text().split()]
-                except OSError:
-                    break
-                if not pids:
-                    break
-                for pid in pids:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                time.sleep(0.02)
+            _kill_until_gone(functools.partial(_cgroup_pids, d))
         if self.slot is not None:
-            _kill_uid(self.slot.uid)
+            _kill_until_gone(functools.partial(_pids_of_uid, self.slot.uid))
         if self.reaper:
-            _kill_orphans()
+            _kill_until_gone(_orphans)
 
     def _remove_cgroups(self) -> None:
         for d in self.cgroups:

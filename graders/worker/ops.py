@@ -211,7 +211,6 @@ class Ops:
         torch.manual_seed(seed)
         try:
             getattr(train_mod, function)(model_config=train_mod.ModelConfig(**config), **kwargs)
-            train_mod.plot_results = plot
             for losses, grad_norms, a, k in last_plot:
                 plot(losses, grad_norms, *a, **k)
         finally:
