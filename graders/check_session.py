@@ -156,7 +156,7 @@ class GradePlugin:
         example = _example(exc) if exc else None
         if isinstance(exc, CheckFailure):
             return CheckResult(status="failed", message=exc.message, measured=exc.measured, tolerance=exc.tolerance,
-                               where=exc.where, example=example, **base)
+                               where=exc.where, example=example, diagnosis=exc.diagnosis, **base)
         if isinstance(exc, (StudentError, WorkerError)):
             return CheckResult(status="failed", message=str(exc), example=example, **base)
         if isinstance(exc, AssertionError):

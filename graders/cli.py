@@ -34,6 +34,10 @@ def _table(results: Results) -> str:
     width = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = [f"{r[0]:<{width[0]}}  {r[1]:>{width[1]}}  {r[2]:>{width[2]}}  {r[3]}" for r in rows]
     lines.insert(1, "-" * len(lines[0]))
+    for item in results.items:  # the first known mistake of each item, in full: it says what to fix
+        diagnosis = next((c.diagnosis for c in item.checks if c.diagnosis), None)
+        if diagnosis:
+            lines.append(f"{item.id} diagnosis: {diagnosis.explanation}")
     return "\n".join(lines)
 
 

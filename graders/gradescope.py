@@ -75,6 +75,8 @@ def check_lines(item: ItemResult) -> list[str]:
                 lines.append(f"    at {c.where}")
             if c.example:
                 lines.append(f"    failing case: {c.example}")
+            if c.diagnosis:
+                lines.append(f"    diagnosis: {c.diagnosis.explanation}")
     return lines
 
 

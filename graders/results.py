@@ -13,6 +13,13 @@ CheckStatus = Literal["passed", "failed", "not_applicable", "error"]
 ItemStatus = Literal["passed", "partial", "failed", "manual", "warning"]
 
 
+class Diagnosis(BaseModel):
+    """A known mistake the failing output matched, and only that one (see graders/checking.py)."""
+
+    id: str = Field(description="the fingerprint's name, e.g. 'attn_no_scaling'")
+    explanation: str = Field(description="what the output matches and the idea behind the right way")
+
+
 class CheckResult(BaseModel):
     name: str
     title: str
@@ -23,6 +30,7 @@ class CheckResult(BaseModel):
     tolerance: float | None = None
     where: str | None = Field(None, description="where the error is largest, e.g. 'batch 0, position 3'")
     example: str | None = Field(None, description="the generated case that failed")
+    diagnosis: Diagnosis | None = Field(None, description="the known mistake this failure matches, when exactly one does")
 
 
 class ItemResult(BaseModel):

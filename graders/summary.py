@@ -90,6 +90,19 @@ def item_rates(graded: dict[str, Results]) -> list[ItemRate]:
     return list(rates.values())
 
 
+def diagnosis_counts(graded: dict[str, Results]) -> list[tuple[str, str, str, int]]:
+    """(item, diagnosis id, explanation, how many students) for every known mistake diagnosed in the
+    class, most common first: what to go over in the next section."""
+    seen: Counter = Counter()
+    text: dict[tuple[str, str], str] = {}
+    for results in graded.values():
+        mine = {(item.id, c.diagnosis.id): c.diagnosis.explanation
+                for item in results.items for c in item.checks if c.diagnosis}
+        seen.update(mine.keys())
+        text.update(mine)
+    return [(item, name, text[(item, name)], n) for (item, name), n in sorted(seen.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+
 def _histogram(values: list[float], bins: list[float], xlabel: str, color: str) -> bytes:
     from matplotlib.figure import Figure  # 0.6 s to import: only when a plot is drawn
 
@@ -125,7 +138,7 @@ def render_summary(graded: dict[str, Results], failed: dict[str, str], title: st
         mean=statistics.fmean(totals.values()) if totals else 0.0,
         median=statistics.median(totals.values()) if totals else 0.0,
         full=sum(1 for r in graded.values() if r.score >= r.max_score),
-        items=item_rates(graded),
+        items=item_rates(graded), diagnoses=diagnosis_counts(graded),
         score_plot=png_uri(score_plot) if score_plot else None,
         time_plot=png_uri(time_plot) if time_plot else None,
         time_median=statistics.median(times.values()) if times else None,

@@ -1,11 +1,12 @@
 """Sensitivity and fairness: every planted bug loses points on its item, every correct-but-different
-implementation scores full marks. The corpus (tests/corpus/variants.py) is checked against the
-reference outside the grader by tests/corpus/verify_variants.py."""
+implementation scores full marks; a bug that is a known mistake is named, exactly, on its item, and
+no variant is ever told of a mistake it did not make. The corpus (tests/corpus/variants.py) is
+checked against the reference outside the grader by tests/corpus/verify_variants.py."""
 
 import pytest
 from conftest import REFERENCE, TEST_LIMITS, grade_all, items, lost, messages, write_zip
 
-from corpus.variants import VARIANTS, apply
+from corpus.variants import DIAGNOSES, VARIANTS, apply, diagnoses, expected_diagnoses
 
 BUGS = [v for v in VARIANTS if v.kind == "bug"]
 CORRECT = [v for v in VARIANTS if v.kind == "correct"]
@@ -42,6 +43,7 @@ def spec_items() -> list[str]:
 
 def test_corpus_is_big_enough():
     assert len(BUGS) >= 15 and len(CORRECT) >= 6
+    assert set(DIAGNOSES) <= {v.name for v in BUGS}  # no expectation for a bug that is not there
 
 
 @pytest.mark.parametrize("variant", BUGS, ids=lambda v: v.name)
@@ -61,9 +63,19 @@ def test_planted_bug_loses_points_on_its_item(corpus_graded, variant):
     assert not [c for i in r["items"] for c in i["checks"] if c["status"] == "error"]
 
 
+@pytest.mark.parametrize("variant", BUGS, ids=lambda v: v.name)
+def test_planted_bug_gets_exactly_its_diagnosis(corpus_graded, variant):
+    got = diagnoses(corpus_graded[variant.name])
+    want = expected_diagnoses(variant.name)
+    assert {d for _, d in got} == set(want), f"{variant.name}: diagnosed {sorted(got)}, expected {want}"
+    if want:  # the first is the bug's own, on an item it loses
+        assert any(item in variant.loses for item, d in got if d == want[0]), sorted(got)
+
+
 @pytest.mark.parametrize("variant", CORRECT, ids=lambda v: v.name)
 def test_correct_but_different_scores_full_marks(corpus_graded, variant):
     r = corpus_graded[variant.name]
     failed = {i["id"]: messages(r, i["id"]) for i in r["items"] if i["id"] in lost(r)}
     assert r["score"] == 30, f"{variant.name}: {failed}"
+    assert not diagnoses(r)
     assert items(r)["utils"]["status"] == "passed"

@@ -121,6 +121,9 @@ def test_failing_items_carry_every_failing_checks_message(graded_runs):
     failed_items = {i["id"] for i in results["items"]
                     if i["max_score"] and i["score"] < i["max_score"] and i["status"] != "manual"}
     assert "3(a)iii" in failed_items
+    # The demo's bug (scores scaled by sqrt(d_model)) is a known mistake: named, on its item only.
+    assert {(i["id"], c["diagnosis"]["id"]) for i in results["items"] for c in i["checks"] if c["diagnosis"]} \
+        == {("3(a)iii", "attn_scaled_by_d_model")}
     for item in results["items"]:
         t = tests[item["id"]]
         if item["id"] in failed_items:
@@ -130,6 +133,8 @@ def test_failing_items_carry_every_failing_checks_message(graded_runs):
                 assert f"✗ {c['title']}: {c['message']}" in t["output"]
                 if c["measured"] is not None:
                     assert f"measured error {c['measured']:.3g}" in t["output"]
+                if c["diagnosis"]:
+                    assert f"diagnosis: {c['diagnosis']['explanation']}" in t["output"]
             elif c["status"] == "passed":
                 assert f"✓ {c['title']}" in t["output"]
 

@@ -145,6 +145,10 @@ def test_report_shows_total_items_checks_and_training(runs):
             cells = [n for n in checks[c["name"]].children if isinstance(n, Node)]
             assert cells[1].text() == label[c["status"]]
             assert c["message"] in cells[2].text()
+            shown = [n for n in cells[2].walk() if n.attrs.get("class") == "diagnosis"]
+            assert [n.attrs["data-diagnosis"] for n in shown] == ([c["diagnosis"]["id"]] if c["diagnosis"] else [])
+            if c["diagnosis"]:
+                assert c["diagnosis"]["explanation"] in shown[0].text()
             if c["measured"] is not None:
                 measured += 1
                 assert f"{c['measured']:.3g}" in cells[3].text()

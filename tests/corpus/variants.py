@@ -728,7 +728,170 @@ CORRECT = (
         replace=(("model_solution.py", _STUDENT_MODEL),)),
 )
 
+# ---------------------------------------------------------------------------------------------
+# Bugs written the way students write (loops, einops, inline masks, named intermediates): the
+# diagnosis must not depend on the reference's style
+# ---------------------------------------------------------------------------------------------
+
+def _student_attn(name, description, scores, mask, softmax="torch.softmax(att, dim=-1)"):
+    """A per-head loop over column slices with an inline mask (the style of attn_per_head_loop)."""
+    return _attn_bug(name, description, [_m(ATTN_BODY, f'''
+        B, T, _ = x.shape
+        q, k, v = self.W_q(x), self.W_k(x), self.W_v(x)
+        outs = []
+        for h in range(self.n_heads):
+            cols = slice(h * self.d_attention, (h + 1) * self.d_attention)
+            att = {scores}
+            {mask}
+            att = {softmax}
+            outs.append(att @ v[:, :, cols])
+        return self.W_o(torch.cat(outs, dim=-1))
+        ''')])
+
+
+_EINOPS_HEADS = '''
+T = x.shape[1]
+q = einops.rearrange(self.W_q(x), "b t (h d) -> b h t d", h=self.n_heads)
+k = einops.rearrange(self.W_k(x), "b t (h d) -> b h t d", h=self.n_heads)
+v = einops.rearrange(self.W_v(x), "b t (h d) -> b h t d", h=self.n_heads)
+'''
+
+STUDENT_BUGS = (
+    _student_attn("student_loop_no_scaling", "Per-head loop, scores never scaled.",
+                  "q[:, :, cols] @ k[:, :, cols].transpose(1, 2)",
+                  "att = att.masked_fill(torch.tril(torch.ones(T, T)) == 0, float('-inf'))"),
+    _student_attn("student_loop_scale_d_model", "Per-head loop dividing by sqrt of x's last dimension (d_model).",
+                  "q[:, :, cols] @ k[:, :, cols].transpose(1, 2) / math.sqrt(x.size(-1))",
+                  "att = att.masked_fill(torch.tril(torch.ones(T, T)) == 0, float('-inf'))"),
+    _student_attn("student_loop_mask_zero", "Per-head loop, inline tril mask filled with 0.",
+                  "q[:, :, cols] @ k[:, :, cols].transpose(1, 2) / self.d_attention ** 0.5",
+                  "att = att.masked_fill(torch.tril(torch.ones(T, T)) == 0, 0)"),
+    _student_attn("student_loop_mask_hides_diagonal",
+                  "Per-head loop whose inline mask keeps only strictly earlier keys (diagonal=-1): query 0 sees "
+                  "nothing, so its row is NaN.",
+                  "q[:, :, cols] @ k[:, :, cols].transpose(1, 2) / self.d_attention ** 0.5",
+                  "att = att.masked_fill(torch.tril(torch.ones(T, T), diagonal=-1) == 0, float('-inf'))"),
+    _attn_bug("student_einops_mask_inverted", "einops heads, inline torch.triu mask.", [_m(ATTN_BODY, _EINOPS_HEADS + textwrap.dedent('''
+        scores = einops.einsum(q, k, "b h i d, b h j d -> b h i j") / math.sqrt(self.d_attention)
+        future = torch.triu(torch.ones(T, T, dtype=torch.bool))
+        scores = scores.masked_fill(~future, float("-inf"))
+        out = einops.einsum(scores.softmax(dim=-1), v, "b h i j, b h j d -> b h i d")
+        return self.W_o(einops.rearrange(out, "b h t d -> b t (h d)"))
+        '''))]),
+    _attn_bug("student_einops_softmax_dim2", "einops heads, softmax over dim 2 (the queries).", [_m(ATTN_BODY, _EINOPS_HEADS + textwrap.dedent('''
+        scores = einops.einsum(q, k, "b h i d, b h j d -> b h i j") / math.sqrt(self.d_attention)
+        scores = scores.masked_fill(self.causal_mask[:, :, :T, :T] == 0, float("-inf"))
+        out = einops.einsum(torch.softmax(scores, dim=2), v, "b h i j, b h j d -> b h i d")
+        return self.W_o(einops.rearrange(out, "b h t d -> b t (h d)"))
+        '''))]),
+    _attn_bug("student_einops_heads_not_merged", "einops heads; returns the per-head values, never merged.",
+              [_m(ATTN_BODY, _EINOPS_HEADS + textwrap.dedent('''
+                  scores = einops.einsum(q, k, "b h i d, b h j d -> b h i j") / math.sqrt(self.d_attention)
+                  scores = scores.masked_fill(self.causal_mask[:, :, :T, :T] == 0, float("-inf"))
+                  return einops.einsum(scores.softmax(dim=-1), v, "b h i j, b h j d -> b h i d")
+                  '''))]),
+    _attn_bug("student_sdpa_scale_d", "F.scaled_dot_product_attention with scale=1/d_attention.",
+              [_m(ATTN_BODY, _ATTN_PROJECT + textwrap.dedent('''
+                  out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1 / self.d_attention)
+                  return self.W_o(out.transpose(1, 2).reshape(B, T, -1))
+                  '''))]),
+    _mlp_bug("student_mlp_nn_relu", "Named intermediates, nn.ReLU built inline.", '''
+             hidden = self.fc1(x)
+             hidden = nn.ReLU()(hidden)
+             return self.fc2(hidden)
+             '''),
+    _block_bug("student_block_post_norm_names", "Named intermediates, each LayerNorm after its residual sum.", '''
+               attn_out = self.attention(x)
+               hidden = self.pre_layer_norm(x + attn_out)
+               mlp_out = self.mlp(hidden)
+               return self.post_layer_norm(hidden + mlp_out)
+               '''),
+    _forward_bug("student_forward_index_no_final_norm", "Blocks walked by index, final_layer_norm forgotten.",
+                 [_m(FORWARD_BODY, '''
+                     T = x.size(1)
+                     h = self.embeddings(x) + self.position_embeddings.weight[:T].unsqueeze(0)
+                     for i in range(self.config.n_layers):
+                         h = self.backbone[i](h)
+                     return self.lm_head(h)
+                     ''')]),
+    _forward_bug("student_forward_no_lm_head", "Returns the final hidden states, lm_head never applied.",
+                 [_m(FORWARD_BODY, '''
+                     T = x.size(1)
+                     h = self.embeddings(x) + self.position_embeddings(torch.arange(T))
+                     for block in self.backbone:
+                         h = block(h)
+                     return self.final_layer_norm(h)
+                     ''')]),
+    _generate_bug("student_generate_list_first_position", "List of pieces, next token from logits[:, 0].", '''
+                  pieces, current = [x], x
+                  for _ in range(num_new_tokens):
+                      next_token = torch.argmax(self.forward(current)[:, 0, :], dim=-1).unsqueeze(1)
+                      pieces.append(next_token)
+                      current = torch.cat([current, next_token], dim=1)
+                  return torch.cat(pieces, dim=1)
+                  '''),
+    _loss_bug("student_loss_gather_sum", "log_softmax and gather by hand, summed instead of averaged.", '''
+              logits = self(input_ids[:, :-1])
+              picked = F.log_softmax(logits, dim=-1).gather(2, input_ids[:, 1:].unsqueeze(-1))
+              return -picked.sum()
+              '''),
+    _loss_bug("student_loss_gather_no_shift", "log_softmax and gather by hand on unshifted logits and targets.", '''
+              logits = self(input_ids)
+              picked = F.log_softmax(logits, dim=-1).gather(2, input_ids.unsqueeze(-1))
+              return -picked.mean()
+              '''),
+    _loss_bug("student_loss_per_token", "cross_entropy with reduction='none': one loss per prediction.", '''
+              logits = self(input_ids[:, :-1])
+              return F.cross_entropy(logits.transpose(1, 2), input_ids[:, 1:], reduction="none")
+              '''),
+)
+
+BUGS = BUGS + STUDENT_BUGS
+
+# The diagnosis each bug must get (a fingerprint of assignment/a3/checks/a3_fingerprints.py) on an
+# item it loses (several: each of them, on some item); a bug not named here must get none at all,
+# and no bug may get another one.
+DIAGNOSES = {
+    "mlp_no_activation": "mlp_no_activation", "mlp_relu": "mlp_relu", "mlp_exact_gelu": "mlp_exact_gelu",
+    "mlp_gelu_after_fc2": "mlp_activation_after_fc2",
+    "attn_scale_sqrt_d_model": "attn_scaled_by_d_model", "attn_no_scaling": "attn_no_scaling",
+    "attn_mask_inverted_triu": "attn_mask_inverted", "attn_no_mask": "attn_no_mask",
+    "attn_mask_fill_zero": "attn_masked_to_zero", "attn_softmax_query_axis": "attn_softmax_over_queries",
+    "attn_merge_view_no_transpose": "attn_heads_merged_without_transpose",
+    "attn_split_no_transpose": "attn_heads_split_without_transpose", "attn_no_W_o": "attn_no_output_projection",
+    "attn_q_k_swapped": "attn_q_k_swapped", "attn_mask_after_softmax": "attn_mask_after_softmax",
+    "block_post_norm": "block_post_norm", "block_norms_swapped": "block_norms_swapped",
+    "block_no_attention_residual": "block_no_attention_residual",
+    "block_residual_from_normed": "block_residual_from_normed", "block_parallel_branches": "block_parallel_branches",
+    "forward_no_positions": "forward_no_positions", "forward_positions_offset": "forward_positions_offset",
+    "forward_no_final_norm": "forward_no_final_norm", # probabilities from forward are what the loss then sees: both diagnoses are true
+    "forward_returns_probs": ("forward_returns_probabilities", "loss_on_probabilities"),
+    "forward_blocks_reversed": "forward_blocks_reversed",
+    "generate_first_position": "generate_first_position", "generate_one_short": "generate_one_short",
+    "generate_only_new_tokens": "generate_only_new_tokens", "generate_samples": "generate_samples",
+    "loss_not_shifted": "loss_not_shifted", "loss_shifted_wrong_way": "loss_shifted_wrong_way",
+    "loss_sum": "loss_sum", "loss_on_probabilities": "loss_on_probabilities", "loss_detached": "loss_detached",
+    "student_loop_no_scaling": "attn_no_scaling", "student_loop_scale_d_model": "attn_scaled_by_d_model",
+    "student_loop_mask_zero": "attn_masked_to_zero", "student_loop_mask_hides_diagonal": "attn_row_fully_masked",
+    "student_einops_mask_inverted": "attn_mask_inverted", "student_einops_softmax_dim2": "attn_softmax_over_queries",
+    "student_einops_heads_not_merged": "attn_heads_not_merged", "student_sdpa_scale_d": "attn_scaled_by_d_attention",
+    "student_mlp_nn_relu": "mlp_relu", "student_block_post_norm_names": "block_post_norm",
+    "student_forward_index_no_final_norm": "forward_no_final_norm", "student_forward_no_lm_head": "forward_no_lm_head",
+    "student_generate_list_first_position": "generate_first_position", "student_loss_gather_sum": "loss_sum",
+    "student_loss_gather_no_shift": "loss_not_shifted", "student_loss_per_token": "loss_not_reduced",
+}
+
 VARIANTS: tuple[Variant, ...] = BUGS + CORRECT
+
+
+def expected_diagnoses(name: str) -> tuple[str, ...]:
+    want = DIAGNOSES.get(name, ())
+    return (want,) if isinstance(want, str) else want
+
+
+def diagnoses(results: dict) -> set[tuple[str, str]]:
+    """(item, diagnosis id) of every check of a results.json that named a known mistake."""
+    return {(i["id"], c["diagnosis"]["id"]) for i in results["items"] for c in i["checks"] if c.get("diagnosis")}
 
 
 def apply(variant: Variant, reference_dir) -> dict[str, str]:

@@ -141,19 +141,21 @@ class A3:
                             standin={k: (v.numpy() if isinstance(v, torch.Tensor) else v) for k, v in standin.items()})
 
     def output(self, cls: str, method: str, case: Case, state: dict, *args, shape: tuple[int, ...],
-               handle: str = "m") -> torch.Tensor:
-        """Build the student's `cls` with `state`, call `method`, return the checked float64 output."""
+               handle: str = "m", **explain) -> torch.Tensor:
+        """Build the student's `cls` with `state`, call `method`, return the checked float64 output
+        (`explain`: expect_tensor's explanations of wrong shapes and NaNs)."""
         self.build(cls, case, state, handle)
-        return expect_tensor(self.call(handle, cls, method, *args)["out"], shape, f"{cls}.{method}")
+        return self.rerun(cls, method, *args, shape=shape, handle=handle, **explain)
 
-    def rerun(self, cls: str, method: str, *args, shape: tuple[int, ...], handle: str = "m") -> torch.Tensor:
+    def rerun(self, cls: str, method: str, *args, shape: tuple[int, ...], handle: str = "m",
+              **explain) -> torch.Tensor:
         """Call `method` again on the module built last under `handle`."""
-        return expect_tensor(self.call(handle, cls, method, *args)["out"], shape, f"{cls}.{method}")
+        return expect_tensor(self.call(handle, cls, method, *args)["out"], shape, f"{cls}.{method}", **explain)
 
-    def tokens_out(self, out: dict, shape: tuple[int, ...], what: str) -> torch.Tensor:
+    def tokens_out(self, out: dict, shape: tuple[int, ...], what: str, **explain) -> torch.Tensor:
         if out.get("kind") == "tensor" and out.get("torch_dtype") != "int64" and tuple(out["shape"]) == shape:
             fail(f"{what} returned dtype {out['torch_dtype']}, expected int64 token ids")
-        return expect_tensor(out, shape, what, floating=False)
+        return expect_tensor(out, shape, what, floating=False, **explain)
 
 
 def assert_prefix_unchanged(moved: torch.Tensor, base: torch.Tensor, t: int, what: str, changed: str,

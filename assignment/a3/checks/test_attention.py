@@ -1,5 +1,6 @@
 """3(a)iii CausalAttention.forward, and the handout's Q2 symmetries."""
 
+import a3_fingerprints as fp
 import torch
 from a3_checklib import A3, Case, activations, assert_prefix_unchanged, cases, explicit, generator
 from hypothesis import given
@@ -9,13 +10,20 @@ from graders.checking import assert_close, expect_tensor, fail, not_applicable, 
 CLS = "CausalAttention"
 
 
+def _explain(case: Case, length: int | None = None) -> dict:
+    """What a wrong shape or NaNs in the output mean."""
+    return dict(shapes=fp.attention_shapes(max(case.batch, 1), length or case.length, case.d_model, case.n_heads),
+                nan=fp.attention_nan)
+
+
 @given(case=cases())
 @explicit
 def test_attention_agrees(a3: A3, case):
     state, ref = a3.weights(CLS, case)
     x = activations(case, generator(case, 1, a3.seed))
-    out = a3.output(CLS, "forward", case, state, x.float(), shape=tuple(x.shape))
-    assert_close(out, ref(x.double()).detach(), "CausalAttention.forward")
+    out = a3.output(CLS, "forward", case, state, x.float(), shape=tuple(x.shape), **_explain(case))
+    assert_close(out, ref(x.double()).detach(), "CausalAttention.forward",
+                 fingerprints=lambda: fp.attention(ref, x.double()))
 
 
 @given(case=cases(min_length=2))
@@ -86,10 +94,12 @@ def test_attention_every_length(a3: A3):
     for length in range(1, case.context_length + 1):
         part = x[:, :length]
         out = expect_tensor(a3.call("m", CLS, "forward", part.float())["out"], tuple(part.shape),
-                            f"CausalAttention.forward with T = {length} (context_length {case.context_length})")
+                            f"CausalAttention.forward with T = {length} (context_length {case.context_length})",
+                            **_explain(case, length))
         assert_close(out, ref(part.double()).detach(),
                      f"CausalAttention.forward with T = {length} < context_length {case.context_length}"
-                     if length < case.context_length else "CausalAttention.forward with T = context_length")
+                     if length < case.context_length else "CausalAttention.forward with T = context_length",
+                     fingerprints=lambda: fp.attention(ref, part.double()))
 
 
 def test_attention_input_untouched(a3: A3):

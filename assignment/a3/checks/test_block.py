@@ -2,6 +2,7 @@
 
 import math
 
+import a3_fingerprints as fp
 import torch
 import torch.nn.functional as F
 from a3_checklib import A3, activations, cases, explicit, generator
@@ -18,7 +19,9 @@ def test_block_agrees(a3: A3, case):
     state, ref = a3.weights(CLS, case)
     x = activations(case, generator(case, 1, a3.seed))
     out = a3.output(CLS, "forward", case, state, x.float(), shape=tuple(x.shape))
-    assert_close(out, ref(x.double()).detach(), "DecoderBlock.forward")
+    assert_close(out, ref(x.double()).detach(), "DecoderBlock.forward",
+                 fingerprints=lambda: fp.block(ref.attention, ref.mlp, ref.pre_layer_norm, ref.post_layer_norm,
+                                               x.double()))
 
 
 def _affine(d: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -40,8 +43,21 @@ def test_block_wiring(a3: A3, case):
     def norm(prefix: str, h: torch.Tensor) -> torch.Tensor:
         return F.layer_norm(h, (case.d_model,), state[f"{prefix}.weight"].double(), state[f"{prefix}.bias"].double())
 
+    def attention(h: torch.Tensor) -> torch.Tensor:
+        return h @ wa.double().T + ba.double()
+
+    def mlp(h: torch.Tensor) -> torch.Tensor:
+        return h @ wm.double().T + bm.double()
+
+    def pre(h: torch.Tensor) -> torch.Tensor:
+        return norm("pre_layer_norm", h)
+
+    def post(h: torch.Tensor) -> torch.Tensor:
+        return norm("post_layer_norm", h)
+
     h = x.double()
-    h = h + norm("pre_layer_norm", h) @ wa.double().T + ba.double()
-    h = h + norm("post_layer_norm", h) @ wm.double().T + bm.double()
+    h = h + attention(pre(h))
+    h = h + mlp(post(h))
     assert_close(out, h, "DecoderBlock.forward with stand-in attention and MLP (pre-norm: "
-                 "x + attention(pre_layer_norm(x)), then x + mlp(post_layer_norm(x)))")
+                 "x + attention(pre_layer_norm(x)), then x + mlp(post_layer_norm(x)))",
+                 fingerprints=lambda: fp.block(attention, mlp, pre, post, x.double()))

@@ -1,11 +1,13 @@
 """3(a)vi Transformer.generate: greedy decoding."""
 
+import a3_fingerprints as fp
 import torch
 from a3_checklib import A3, Case, cases, generator, greedy_violation, tokens
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from graders.checking import fail, not_applicable
+from graders.checking import diagnose, fail, not_applicable
+from graders.client import StudentError, WorkerError
 from graders.worker.standins import rule_next_token
 
 CLS = "Transformer"
@@ -14,7 +16,20 @@ CLS = "Transformer"
 def _generated(a3: A3, case: Case, state, prompt, n: int, what: str = "Transformer.generate") -> torch.Tensor:
     a3.build(CLS, case, state)
     out = a3.call("m", CLS, "generate", prompt, n)["out"]
-    return a3.tokens_out(out, (prompt.shape[0], prompt.shape[1] + n), what)
+    return a3.tokens_out(out, (prompt.shape[0], prompt.shape[1] + n), what,
+                         shapes=fp.generate_shapes(prompt.shape[0], prompt.shape[1], n))
+
+
+def _diagnosis(a3: A3, ref, prompt: torch.Tensor, n: int, seq: torch.Tensor):
+    """Which known decoding mistake `seq` is: one that depends on the random seed samples."""
+    try:
+        again = a3.call("m", CLS, "generate", prompt, n, seed=1)["out"]
+    except (StudentError, WorkerError):  # the failure already has its message; this only explains it
+        return None
+    if again.get("kind") == "tensor" and "array" in again and tuple(again["shape"]) == tuple(seq.shape) and \
+            not torch.equal(torch.from_numpy(again["array"]).long(), seq):
+        return fp.known("generate_samples")
+    return diagnose(seq.double(), fp.generate(ref, prompt, n))
 
 
 @given(case=cases(), n=st.sampled_from([0, 1, 5]))
@@ -29,7 +44,7 @@ def test_generate_agrees(a3: A3, case, n):
         fail("generate changed the prompt: the input tokens must be returned unchanged in front")
     problem = greedy_violation(ref, seq, case.length)
     if problem:
-        fail(f"generate is not greedy decoding of the model: {problem}")
+        fail(f"generate is not greedy decoding of the model: {problem}", diagnosis=_diagnosis(a3, ref, prompt, n, seq))
 
 
 @given(case=cases(), n=st.sampled_from([1, 5]))

@@ -2,18 +2,22 @@
 
 import math
 
+import a3_fingerprints as fp
 import torch
 from a3_checklib import A3, Case, cases, explicit, generator, next_token_loss, tokens
 from hypothesis import given
 
-from graders.checking import assert_close, expect_tensor, fail, not_applicable
+from graders.checking import (CheckFailure, assert_close, expect_tensor, fail, not_applicable, shape_diagnosis,
+                              tolerance)
+from graders.results import Diagnosis
 
 CLS = "Transformer"
 WHAT = "Transformer.get_loss_on_batch"
 
 
-def _value(out: dict) -> torch.Tensor:
-    """The loss as a float64 scalar: a 0-d (or one-element) tensor, or a plain float."""
+def _value(out: dict, shapes=()) -> torch.Tensor:
+    """The loss as a float64 scalar: a 0-d (or one-element) tensor, or a plain float; `shapes`
+    explains a loss that was not reduced."""
     if out.get("kind") == "float":
         return torch.tensor(float(out["value"]), dtype=torch.float64)
     if out.get("kind") != "tensor" or "array" not in out:
@@ -23,7 +27,8 @@ def _value(out: dict) -> torch.Tensor:
         fail(f"{WHAT} returned a shape (1,) tensor not connected to the model: not implemented "
              "(this is what the unfilled starter returns)")
     if t.numel() != 1:
-        fail(f"{WHAT} returned shape {tuple(out['shape'])}, expected a scalar (the mean over all predictions)")
+        fail(f"{WHAT} returned shape {tuple(out['shape'])}, expected a scalar (the mean over all predictions)",
+             diagnosis=shape_diagnosis(tuple(out["shape"]), shapes))
     if not torch.isfinite(t).all():
         fail(f"{WHAT} returned {float(t.reshape(()))}")
     return t.reshape(())
@@ -39,8 +44,9 @@ def test_loss_agrees(a3: A3, case):
     state, ref = a3.weights(CLS, case)
     ids = tokens(case, generator(case, 1, a3.seed))
     a3.build(CLS, case, state)
-    got = _value(_loss(a3, ids)["out"])
-    assert_close(got, next_token_loss(ref(ids), ids).detach(), f"{WHAT} value", axes=())
+    got = _value(_loss(a3, ids)["out"], fp.loss_shapes(case.batch, case.length))
+    assert_close(got, next_token_loss(ref(ids), ids).detach(), f"{WHAT} value", axes=(),
+                 fingerprints=lambda: fp.loss(ref, ids))
 
 
 @given(case=cases(min_length=2))
@@ -72,10 +78,23 @@ def test_loss_gradients(a3: A3, case):
     ids = tokens(case, generator(case, 3, a3.seed))
     a3.build(CLS, case, state)
     reply = _loss(a3, ids, grad=True)
+    expected = next_token_loss(ref(ids), ids)
+
+    def detached() -> Diagnosis | None:
+        try:  # the value is right, only the graph is cut
+            right = abs(float(_value(reply["out"]) - expected)) <= tolerance(expected)
+        except CheckFailure:
+            right = False
+        return fp.known("loss_detached") if right else None
+
     if "grad_error" in reply:
-        fail(f"{WHAT}: {reply['grad_error']}; a detached loss (e.g. built from .item()) cannot train the model")
-    next_token_loss(ref(ids), ids).backward()
+        fail(f"{WHAT}: {reply['grad_error']}; a detached loss (e.g. built from .item()) cannot train the model",
+             diagnosis=detached())
+    expected.backward()
     grads = reply.get("grads", {})
+    if not grads:
+        fail(f"after backward no gradient reached any parameter of the model: {WHAT} is not computed from "
+             "the model's output", diagnosis=detached())
     scale = max(float(p.grad.abs().max()) for p in ref.parameters() if p.grad is not None)
     for name, p in ref.named_parameters():
         if p.grad is None:

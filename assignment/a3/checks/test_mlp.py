@@ -1,6 +1,7 @@
 """3(a)ii MLP.forward."""
 
 import torch
+import a3_fingerprints as fp
 from a3_checklib import A3, activations, cases, explicit, generator
 from hypothesis import given
 
@@ -13,7 +14,7 @@ def test_mlp_agrees(a3: A3, case):
     state, ref = a3.weights("MLP", case)
     x = activations(case, generator(case, 1, a3.seed))
     out = a3.output("MLP", "forward", case, state, x.float(), shape=tuple(x.shape))
-    assert_close(out, ref(x.double()).detach(), "MLP.forward")
+    assert_close(out, ref(x.double()).detach(), "MLP.forward", fingerprints=lambda: fp.mlp(ref, x.double()))
 
 
 @given(case=cases(min_length=2))

@@ -2,6 +2,7 @@
 
 import math
 
+import a3_fingerprints as fp
 import torch
 import torch.nn.functional as F
 from a3_checklib import A3, assert_prefix_unchanged, cases, explicit, generator, tokens
@@ -21,8 +22,11 @@ def _shape(case):
 def test_transformer_agrees(a3: A3, case):
     state, ref = a3.weights(CLS, case)
     ids = tokens(case, generator(case, 1, a3.seed))
-    out = a3.output(CLS, "forward", case, state, ids, shape=_shape(case))
-    assert_close(out, ref(ids).detach(), "Transformer.forward logits")
+    out = a3.output(CLS, "forward", case, state, ids, shape=_shape(case),
+                    shapes=fp.logits_shapes(case.batch, case.length, case.d_model))
+    assert_close(out, ref(ids).detach(), "Transformer.forward logits",
+                 fingerprints=lambda: fp.forward(ref.embeddings.weight, ref.position_embeddings.weight,
+                                                 list(ref.backbone), ref.final_layer_norm, ref.lm_head.weight, ids))
 
 
 @given(case=cases(min_layers=2))
@@ -38,14 +42,21 @@ def test_transformer_wiring(a3: A3, case):
             0.3 * torch.randn(case.d_model, generator=gen)
         a3.swap("m", f"backbone.{i}", kind="affine", weight=w, bias=b)
         stand_ins.append((w.double(), b.double()))
-    out = a3.rerun(CLS, "forward", ids, shape=_shape(case))
+    out = a3.rerun(CLS, "forward", ids, shape=_shape(case), shapes=fp.logits_shapes(case.batch, case.length,
+                                                                                   case.d_model))
     s = {k: v.double() for k, v in state.items()}
-    h = s["embeddings.weight"][ids] + s["position_embeddings.weight"][: case.length]
-    for w, b in stand_ins:
-        h = h @ w.T + b
-    h = F.layer_norm(h, (case.d_model,), s["final_layer_norm.weight"], s["final_layer_norm.bias"])
-    assert_close(out, h @ s["lm_head.weight"].T, "Transformer.forward with stand-in blocks "
-                 "(token + position embeddings, the blocks in order, final_layer_norm, lm_head)")
+    blocks = [lambda h, w=w, b=b: h @ w.T + b for w, b in stand_ins]
+
+    def final_norm(h: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(h, (case.d_model,), s["final_layer_norm.weight"], s["final_layer_norm.bias"])
+
+    tok, pos, head = s["embeddings.weight"], s["position_embeddings.weight"], s["lm_head.weight"]
+    h = tok[ids] + pos[: case.length]
+    for block in blocks:
+        h = block(h)
+    assert_close(out, final_norm(h) @ head.T, "Transformer.forward with stand-in blocks "
+                 "(token + position embeddings, the blocks in order, final_layer_norm, lm_head)",
+                 fingerprints=lambda: fp.forward(tok, pos, blocks, final_norm, head, ids))
 
 
 @given(case=cases(min_length=2))
