@@ -209,10 +209,34 @@ def _batch_main(argv: list[str]) -> int:
     return 0
 
 
+def _bundle_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="grade gradescope-bundle",
+                                     description="Write the Gradescope autograder zip (setup.sh, run_autograder, the grader).")
+    parser.add_argument("--out", type=Path, required=True, help="the zip to write, e.g. autograder.zip")
+    parser.add_argument("--assignment", default="a3")
+    parser.add_argument("--dir", type=Path, help="also unpack it into this folder (the Docker build context)")
+    args = parser.parse_args(argv)
+    from .bundle import write_bundle, write_folder
+
+    try:
+        spec = load_spec(spec_path(args.assignment))
+        path = write_bundle(spec, args.out)
+        if args.dir:
+            write_folder(spec, args.dir)
+    except (SpecError, ValueError, OSError) as e:
+        print(f"grade gradescope-bundle: {e}", file=sys.stderr)
+        return 2
+    print(f"bundle: {path}" + (f", unpacked in {args.dir}" if args.dir else ""))
+    return 0
+
+
+SUBCOMMANDS = {"report": _report_main, "batch": _batch_main, "gradescope-bundle": _bundle_main}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in ("report", "batch") and not Path(argv[0]).exists():
-        return (_report_main if argv[0] == "report" else _batch_main)(argv[1:])
+    if argv and argv[0] in SUBCOMMANDS and not Path(argv[0]).exists():
+        return SUBCOMMANDS[argv[0]](argv[1:])
     parser = argparse.ArgumentParser(prog="grade", description="Grade submission zips (or folders). "
                                      "`grade report results.json` re-renders a report without regrading.")
     parser.add_argument("submissions", nargs="+", type=Path, help="submission.zip files or folders")
