@@ -2,7 +2,7 @@
 # Builds the grading environment; shared by Gradescope's setup.sh (every step) and docker/Dockerfile
 # (one layer per group of steps). Run as root from the unpacked bundle (on Gradescope,
 # /autograder/source). Steps, in order, all by default:
-#   apt     bubblewrap (the sandbox's namespaces), Python 3.11, setpriv
+#   apt     bubblewrap (the sandbox's namespaces), Python 3.11
 #   venv    a venv at $GRADER_VENV (/opt/grader-venv): outside /root, so the sandbox uid can run it
 #   pip     the pinned requirements.txt, torch first from the CPU index (a plain torch is a CUDA build)
 #   user    the unprivileged account at the base of the sandbox's uid range (graders/sandbox.py)
@@ -25,7 +25,7 @@ sandbox_uids() {  # "BASE SLOTS" from graders/sandbox.py: the one place the rang
 step_apt() {
     export DEBIAN_FRONTEND=noninteractive
     apt-get update
-    apt-get install -y --no-install-recommends bubblewrap util-linux ca-certificates \
+    apt-get install -y --no-install-recommends bubblewrap ca-certificates \
         "$PYTHON" "$PYTHON-venv"
     rm -rf /var/lib/apt/lists/*
 }
@@ -86,11 +86,29 @@ PY
     if getent passwd "$SANDBOX_USER" >/dev/null; then
         [ "$(id -u "$SANDBOX_USER")" = "$base" ] || { echo "$SANDBOX_USER is not uid $base"; exit 1; }
     fi
-    # What the worker will do: run the venv's Python, with torch, as a sandbox uid.
-    setpriv --reuid="$base" --regid="$base" --clear-groups "$VENV/bin/python" -I -c 'import torch, numpy'
-    if setpriv --reuid="$base" --regid="$base" --clear-groups test -r "$SRC/graders/sandbox.py"; then
-        echo "the sandbox uid can read the grader's files in $SRC"; exit 1
-    fi
+    # What the worker will do without bwrap (in a container): drop to a sandbox uid, then run the
+    # venv's Python with torch. Done as graders/sandbox.py does it, so the two cannot disagree.
+    "$VENV/bin/python" -I - "$base" "$SRC" <<'PY'
+import os, subprocess, sys
+
+uid, src = int(sys.argv[1]), sys.argv[2]
+
+def drop():
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+
+def as_uid(argv):
+    try:
+        return subprocess.run(argv, preexec_fn=drop, capture_output=True, cwd="/", timeout=120).returncode
+    except OSError as e:
+        return e
+
+ran = as_uid([sys.executable, "-I", "-c", "import torch, numpy"])
+assert ran == 0, f"the sandbox uid {uid} cannot run {sys.executable} with torch ({ran}): " \
+    "its Python must be readable by every uid (not under /root)"
+assert as_uid(["test", "-r", f"{src}/graders/sandbox.py"]) != 0, f"the sandbox uid can read the grader's files in {src}"
+PY
     command -v bwrap >/dev/null || echo "note: bwrap missing: the sandbox runs without its namespaces"
     echo "verified: $("$VENV/bin/python" -I -c 'import sys; print(sys.version.split()[0])'), sandbox uid $base, $SRC"
 }

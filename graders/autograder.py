@@ -8,6 +8,10 @@ this process kills the grade at the budget, or notices that it died, and then wr
 that says why. Gradescope's own timeout would leave the student nothing at all.
 """
 
+import time
+
+STARTED = time.monotonic()  # before the imports below: the platform's clock is already running
+
 import argparse
 import json
 import os
@@ -15,13 +19,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import jsonschema
 
 from .cli import _fallback
 from .gradescope import schema, write_gradescope
+from .sandbox import _become_reaper, _kill_until_gone, _orphans
 from .spec import SpecError, load_spec, spec_path
 
 FALLBACK_S = 3.0  # of the budget, kept for the score-0 file when the grade has to be killed
@@ -43,14 +47,15 @@ def _fail(root: Path, assignment: str, reason: str) -> None:
 
 def _kill(proc: subprocess.Popen) -> None:
     try:
-        os.killpg(proc.pid, signal.SIGKILL)  # the grade and its helpers; workers die with bwrap or the container
+        os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     proc.wait()
+    _kill_until_gone(_orphans)  # its workers (each in a session of its own) came to us: we are their subreaper
 
 
 def run(root: Path, assignment: str, budget: float | None, wrap_up: float | None, grade_args: list[str]) -> int:
-    started = time.monotonic()
+    started = STARTED
     out = root / "results"
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").unlink(missing_ok=True)
@@ -71,6 +76,7 @@ def run(root: Path, assignment: str, budget: float | None, wrap_up: float | None
     cmd = [sys.executable, "-m", "graders.cli", str(root / "submission"), "--out", str(work), "--assignment", assignment,
            "--gradescope", str(staged), "--limit", f"total_timeout_s={checks_s:.3f}", *grade_args]
     # Its own session, so the kill at the budget takes every process it started with it.
+    _become_reaper()
     proc = subprocess.Popen(cmd, start_new_session=True)
     left = budget - FALLBACK_S - (time.monotonic() - started)
     try:
@@ -80,6 +86,7 @@ def run(root: Path, assignment: str, budget: float | None, wrap_up: float | None
         _fail(root, assignment, f"grading did not finish within the autograder's time budget of {budget:g} s; "
                                 "nothing was scored")
         return 0
+    _kill_until_gone(_orphans)  # nothing of the grade may outlive it
     try:
         data = json.loads(staged.read_text())
         jsonschema.validate(data, schema())
