@@ -26,7 +26,7 @@ import jsonschema
 from .cli import _fallback
 from .gradescope import schema, write_gradescope
 from .sandbox import _become_reaper, _kill_until_gone, _orphans
-from .spec import SpecError, load_spec, spec_path
+from .spec import Spec, SpecError, load_spec, spec_path
 
 FALLBACK_S = 3.0  # of the budget, kept for the score-0 file when the grade has to be killed
 
@@ -37,9 +37,8 @@ def _write_atomic(text: str, path: Path) -> None:
     tmp.replace(path)
 
 
-def _fail(root: Path, assignment: str, reason: str) -> None:
+def _fail(root: Path, spec: Spec, reason: str) -> None:
     """Gradescope's file with score 0 and `reason`, for whatever kept the grade from writing one."""
-    spec = load_spec(spec_path(assignment))
     results = _fallback(root / "submission", spec, reason)
     tmp = write_gradescope(results, root / "results" / "results.json.tmp", spec.stdout_visibility)
     tmp.replace(root / "results" / "results.json")
@@ -51,7 +50,7 @@ def _kill(proc: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
-    _kill_until_gone(_orphans)  # its workers (each in a session of its own) came to us: we are their subreaper
+    _kill_until_gone(_orphans)
 
 
 def run(root: Path, assignment: str, budget: float | None, wrap_up: float | None, grade_args: list[str]) -> int:
@@ -66,24 +65,24 @@ def run(root: Path, assignment: str, budget: float | None, wrap_up: float | None
         return 2
     budget = spec.gradescope.time_budget_s if budget is None else budget
     wrap_up = spec.gradescope.wrap_up_s if wrap_up is None else wrap_up
-    checks_s = min(spec.limits.total_timeout_s, budget - wrap_up)
+    # Counted from grade()'s own start, a little later than ours: what the wait for it leaves of wrap_up.
+    checks_s = min(spec.limits.total_timeout_s, budget - wrap_up - (time.monotonic() - started))
     if checks_s <= 0:
-        _fail(root, assignment, f"the time budget of {budget:g} s leaves no time to grade after {wrap_up:g} s of wrap-up")
+        _fail(root, spec, f"the time budget of {budget:g} s leaves no time to grade after {wrap_up:g} s of wrap-up")
         return 0
     work = root / "grader-out"  # our own results.json and report.html, for the staff
     shutil.rmtree(work, ignore_errors=True)
     staged = work / "gradescope.json"
     cmd = [sys.executable, "-m", "graders.cli", str(root / "submission"), "--out", str(work), "--assignment", assignment,
            "--gradescope", str(staged), "--limit", f"total_timeout_s={checks_s:.3f}", *grade_args]
-    # Its own session, so the kill at the budget takes every process it started with it.
-    _become_reaper()
-    proc = subprocess.Popen(cmd, start_new_session=True)
+    _become_reaper()  # a killed grade's workers (each in a session of its own) come to us, to be killed
+    proc = subprocess.Popen(cmd, start_new_session=True)  # its own group: one kill takes the grade and its helpers
     left = budget - FALLBACK_S - (time.monotonic() - started)
     try:
         code = proc.wait(timeout=max(left, 0.1))
     except subprocess.TimeoutExpired:
         _kill(proc)
-        _fail(root, assignment, f"grading did not finish within the autograder's time budget of {budget:g} s; "
+        _fail(root, spec, f"grading did not finish within the autograder's time budget of {budget:g} s; "
                                 "nothing was scored")
         return 0
     _kill_until_gone(_orphans)  # nothing of the grade may outlive it
@@ -94,7 +93,7 @@ def run(root: Path, assignment: str, budget: float | None, wrap_up: float | None
         why = f"the grader stopped (exit status {code}) without writing results"
         if staged.exists():
             why = f"the grader wrote unusable results (exit status {code}): {str(e)[:300]}"
-        _fail(root, assignment, why)
+        _fail(root, spec, why)
         return 0
     _write_atomic(json.dumps(data, indent=2, ensure_ascii=False) + "\n", out / "results.json")
     return 0

@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 from pydantic import ValidationError
 
-from conftest import GRADE, REPO, SPARE, TEST_LIMITS, reference_files
+from conftest import GRADE, REPO, SPARE, TEST_LIMITS, edited, reference_files
 from graders import bundle, demo
 from graders.gradescope import SCHEMA_FILE
 from graders.spec import Gradescope, load_spec, spec_path
@@ -25,7 +25,10 @@ SPEC = load_spec(spec_path("a3"))
 GS_SCHEMA = json.loads(SCHEMA_FILE.read_text())
 VENV = Path(os.environ.get("VIRTUAL_ENV") or Path(GRADE[0]).parent.parent)
 HIDDEN_TEXT = ("scores.masked_fill(self.causal_mask", "weights = 20260", "def test_attention_agrees")
-TINY = ("--time-budget", "30", "--wrap-up", "24")  # 6 s of checks: the worker barely starts in that
+# Wrap-ups far above Gradescope's: seven grades share two cores here, and the trusted side's imports
+# (pytest, torch, the checks) happen after the deadline when it is this early.
+TINY = ("--time-budget", "60", "--wrap-up", "54")  # 6 s of checks: the worker barely starts in that
+SLEEPER = ("--time-budget", "120", "--wrap-up", "60")
 
 
 def _hostile(root: Path) -> dict[str, str]:
@@ -92,13 +95,19 @@ def runs(tmp_path_factory) -> dict[str, dict]:
     assert p.returncode == 0 and archive.exists(), p.stdout + p.stderr
     reference, planted = demo.build(base / "zips")
     planted_files = {n: zipfile.ZipFile(planted).read(n).decode() for n in zipfile.ZipFile(planted).namelist()}
-    limits = [*TEST_LIMITS, *SPARE, "--quiet"]
+    limits = [*TEST_LIMITS, "--quiet"]
     cases = {  # name: (files, run_autograder arguments, extra environment)
-        "reference": (reference_files(), ["--", *limits], {}),
+        # The second worker only here: seven grades already share the two cores.
+        "reference": (reference_files(), ["--", *limits, *SPARE], {}),
         "planted_bug": (planted_files, ["--", *limits], {}),
         # As a default Docker container (Gradescope's) allows: no bwrap, no cgroups; uid drop, Landlock, seccomp.
         "hostile": (None, ["--", *limits], {"GRADER_SANDBOX": "container"}),
         "tiny_budget": (reference_files(), [*TINY, "--", *limits], {}),
+        # get_loss_on_batch never returns and a call may take 300 s: only the deadline ends its check.
+        # The items checked before it (attention, block, generate) finish; those after it never start.
+        "sleeper": (edited("model_solution.py", "        logits = self(input_ids[:, :-1])\n",
+                           "        import time; time.sleep(1000)\n        logits = self(input_ids[:, :-1])\n"),
+                    [*SLEEPER, "--", *limits, "--limit", "call_timeout_s=300"], {}),
         "killed": (reference_files(), ["--time-budget", "4", "--wrap-up", "1", "--", *limits], {}),
         "grade_dies": (reference_files(), ["--", "--limit", "memory_mb=lots"], {}),
     }
@@ -238,6 +247,22 @@ def test_a_tiny_budget_still_writes_results_in_time_saying_what_did_not_finish(r
             assert t["score"] == t["max_score"]  # what finished keeps its points
     assert unfinished >= 1
     assert run["results"]["score"] == sum(t["score"] for t in _tests(run["results"]).values() if "status" in t)
+
+
+def test_a_check_running_at_the_deadline_is_cut_there_and_finished_items_keep_their_points(runs):
+    run = runs["sleeper"]
+    assert run["seconds"] < float(SLEEPER[1]) - 3, run["log"][-2000:]  # ended by the deadline, not the kill
+    assert run["ours"] is not None and run["ours"]["grader_error"] is None
+    tests = _tests(run["results"])
+    loss = tests["3(b)ii"]
+    assert loss["status"] == "failed" and loss["score"] == 0 and "the grade's time budget of" in loss["output"]
+    cut = [c for i in run["ours"]["items"] for c in i["checks"] if "ran out during" in c["message"]]
+    assert [c["name"] for c in cut] == ["loss_agrees"], cut  # cut mid-request, the first check of the item
+    for item in ("3(a)iii", "3(a)iv", "3(a)vi"):  # checked before the deadline, in the checks' file order
+        assert tests[item]["status"] == "passed" and tests[item]["score"] == tests[item]["max_score"], item
+    for item in ("3(a)ii", "3(a)v"):  # their files come after test_loss.py: never started
+        assert tests[item]["score"] == 0 and "not run, the grade's time budget" in tests[item]["output"], item
+    assert run["results"]["score"] == 13
 
 
 def test_a_grade_killed_at_the_budget_still_leaves_a_valid_score_zero_file(runs):
