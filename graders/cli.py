@@ -2,6 +2,7 @@
 
 import argparse
 import csv
+import functools
 import os
 import subprocess
 import sys
@@ -11,7 +12,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from . import __version__
+from . import __version__, docker_backend
+from .docker_backend import DockerUnavailable
 from .gradescope import write_gradescope
 from .html_report import write_report
 from .results import Results, Submission
@@ -110,11 +112,11 @@ def _students(folder: Path) -> dict[str, Path]:
     return found
 
 
-def _grade_one(source: Path, out: Path, extra: list[str], timeout: float) -> str:
+def _grade_one(source: Path, out: Path, grade_args: list[str], timeout: float) -> str:
     """Grade one submission in its own `grade` process, as single mode does; never raises."""
     try:
         out.mkdir(parents=True, exist_ok=True)
-        p = subprocess.run([sys.executable, "-m", "graders.cli", str(source), "--out", str(out), "--quiet", *extra],
+        p = subprocess.run([sys.executable, "-m", "graders.cli", str(source), "--out", str(out), "--quiet", *grade_args],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
         (out / "grade.log").write_text(p.stdout[-200_000:])
         if (out / "results.json").exists():
@@ -162,6 +164,11 @@ def _batch_main(argv: list[str]) -> int:
     parser.add_argument("--force", action="store_true", help="regrade submissions that already have a results.json")
     parser.add_argument("--assignment", default="a3")
     parser.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--backend", choices=("local", "docker"), default="local",
+                        help="local: a grade process each, sandboxed here; docker: a container each (--image)")
+    parser.add_argument("--image", help="the grading image (docker/README.md), with --backend docker")
+    parser.add_argument("--cpus", type=float, default=1.0, help="CPUs per container (docker)")
+    parser.add_argument("--memory-mb", type=int, help="memory cap per container (docker; default from the spec)")
     args = parser.parse_args(argv)
     try:
         spec = _with_limits(load_spec(spec_path(args.assignment)), args.limit)
@@ -169,22 +176,40 @@ def _batch_main(argv: list[str]) -> int:
             raise ValueError(f"{args.input}: not a folder")
         if args.jobs < 1:
             raise ValueError("--jobs must be at least 1")
+        if (args.backend == "docker") != bool(args.image):
+            raise ValueError("--image goes with --backend docker, and --backend docker needs --image")
+        if args.cpus <= 0 or (args.memory_mb is not None and args.memory_mb < 512):
+            raise ValueError("--cpus must be positive and --memory-mb at least 512")
+        grade_one = _grade_one
+        if args.backend == "docker":
+            client = docker_backend.connect()
+            limits = docker_backend.ContainerLimits.for_spec(spec.limits, args.cpus, args.memory_mb)
+            grade_one = functools.partial(docker_backend.grade_in_container, client, args.image,
+                                          assignment=args.assignment, limits=limits)
     except (SpecError, ValueError) as e:
         print(f"grade batch: {e}", file=sys.stderr)
+        return 2
+    except DockerUnavailable as e:
+        print(f"grade batch --backend docker: {e}", file=sys.stderr)
         return 2
     from tqdm import tqdm
 
     students = _students(args.input)
     # Submissions in parallel already keep the cores busy: a second worker each would only add its
-    # start-up (an import of torch) to every grade.
-    workers = [] if args.jobs == 1 else ["--limit=workers=1"]
-    extra = ["--assignment", args.assignment, *workers] + [f"--limit={x}" for x in args.limit]
+    # start-up (an import of torch) to every grade. A container sees every core of the host, not
+    # its --cpus, so it is told.
+    one_worker = args.jobs > 1 or (args.backend == "docker" and args.cpus < 3)
+    workers = ["--limit=workers=1"] if one_worker else []
+    extra = [*workers] + [f"--limit={x}" for x in args.limit]
+    if args.backend == "local":
+        extra = ["--assignment", args.assignment, *extra]
     timeout = spec.limits.total_timeout_s + spec.limits.import_timeout_s + 120
     todo = {s: src for s, src in students.items() if args.force or not _done(args.out / s / "results.json")}
     failed: dict[str, str] = {}
     with ThreadPoolExecutor(max_workers=args.jobs) as pool, \
             tqdm(total=len(students), initial=len(students) - len(todo), desc="grading", unit="sub") as bar:
-        futures = {pool.submit(_grade_one, src, args.out / s, extra, timeout): s for s, src in todo.items()}
+        futures = {pool.submit(grade_one, src, args.out / s, grade_args=extra, timeout=timeout): s
+                   for s, src in todo.items()}
         for future in as_completed(futures):
             student, outcome = futures[future], future.result()
             if outcome not in ("graded", "grader error"):  # no report at all: still one, with score 0 and why
@@ -213,10 +238,34 @@ def _batch_main(argv: list[str]) -> int:
     return 0
 
 
+def _bundle_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="grade gradescope-bundle",
+                                     description="Write the Gradescope autograder zip (setup.sh, run_autograder, the grader).")
+    parser.add_argument("--out", type=Path, required=True, help="the zip to write, e.g. autograder.zip")
+    parser.add_argument("--assignment", default="a3")
+    parser.add_argument("--dir", type=Path, help="also unpack it into this folder (the Docker build context)")
+    args = parser.parse_args(argv)
+    from .bundle import write_bundle, write_folder
+
+    try:
+        spec = load_spec(spec_path(args.assignment))
+        path = write_bundle(spec, args.out)
+        if args.dir:
+            write_folder(spec, args.dir)
+    except (SpecError, ValueError, OSError) as e:
+        print(f"grade gradescope-bundle: {e}", file=sys.stderr)
+        return 2
+    print(f"bundle: {path}" + (f", unpacked in {args.dir}" if args.dir else ""))
+    return 0
+
+
+SUBCOMMANDS = {"report": _report_main, "batch": _batch_main, "gradescope-bundle": _bundle_main}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in ("report", "batch") and not Path(argv[0]).exists():
-        return (_report_main if argv[0] == "report" else _batch_main)(argv[1:])
+    if argv and argv[0] in SUBCOMMANDS and not Path(argv[0]).exists():
+        return SUBCOMMANDS[argv[0]](argv[1:])
     parser = argparse.ArgumentParser(prog="grade", description="Grade submission zips (or folders). "
                                      "`grade report results.json` re-renders a report without regrading.")
     parser.add_argument("submissions", nargs="+", type=Path, help="submission.zip files or folders")

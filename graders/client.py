@@ -109,11 +109,17 @@ class Worker:
         self._booting = False  # spawned by launch(), its hello not read yet
         self._stage = Path(tempfile.mkdtemp(prefix="grade-worker-"))
         shutil.copytree(WORKER_PACKAGE, self._stage / "gradeworker", ignore=shutil.ignore_patterns("__pycache__"))
-        self._stage.chmod(0o755)  # only our worker code: readable by the sandbox uid
+        # Only our worker code: readable by the sandbox uid, whatever the modes of the installed
+        # grader (the Gradescope bundle's are root-only, and copytree copies modes).
+        for path in (self._stage, *self._stage.rglob("*")):
+            path.chmod(0o755 if path.is_dir() else 0o644)
         (scratch / ".tmp").mkdir(exist_ok=True)  # before the sandbox hands scratch to its uid
         self.sandbox = Sandbox(scratch, self._stage, limits)
         self.landlock: str | None = None
         self.seccomp = False
+        # The grade's deadline (time.monotonic()), set once the checks run: no request outlives it,
+        # so a grade under a platform's hard limit (Gradescope's) ends in time whatever student code does.
+        self.deadline: float | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
     def _env(self) -> dict[str, str]:
@@ -234,12 +240,18 @@ class Worker:
 
     def _exchange(self, request: dict | None, timeout: float, where: str) -> dict:
         deadline = time.monotonic() + timeout
+        cut = self.deadline is not None and self.deadline < deadline
+        if cut:
+            deadline = self.deadline
         try:
             if request is not None:
                 protocol.write_frame(self._req, request)
             reply = protocol.read_frame(self._rep, deadline, max_payload=self.limits.reply_cap_bytes)
         except protocol.ReadTimeout:
             self.kill()
+            if cut:
+                raise WorkerError(f"not finished: the grade's time budget of {self.limits.total_timeout_s:g} s "
+                                  f"ran out during {where}") from None
             raise WorkerError(f"timed out after {timeout:g} s in {where}") from None
         except (protocol.PeerClosed, BrokenPipeError):
             raise self._died(where) from None

@@ -108,12 +108,15 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
         spare = spec.limits.worker_count() > 1 and any(i.own_worker for i in spec.items)
         if spare:  # its own copy: in a plain sandbox the two would share a folder
             shutil.copytree(intake.folder, scratch / "spare")
+        deadline = started + spec.limits.total_timeout_s
         worker = Worker(intake.folder, spec.limits, modules)
         workers.append(worker)
         worker.launch()
         if spare:
             workers.append(Worker(scratch / "spare", spec.limits, modules))
             workers[1].launch()
+        for w in workers:
+            w.deadline = deadline  # its start-up and every request end by then: a platform's hard limit is kept
         t = time.monotonic()
         from .check_session import GradeContext, run_checks  # pytest, Hypothesis, torch: while the worker starts
 
@@ -138,7 +141,7 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
         ctx = GradeContext(spec=spec, worker=worker, ref=ref, intake=intake, broken=broken,
                            spare=workers[1] if len(workers) > 1 and not broken else None)
         t = time.monotonic()
-        checked, seconds = run_checks(ctx, started + spec.limits.total_timeout_s)
+        checked, seconds = run_checks(ctx, deadline)
         timings["checks_s"] = round(time.monotonic() - t, 3)
         timings.update({f"item {k} s": round(v, 3) for k, v in seconds.items()})
         timings["student_calls"] = sum(w.calls for w in workers)  # requests that ran student code

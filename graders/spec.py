@@ -109,6 +109,19 @@ class Training(_Strict):
     data_path: str = Field(description="where train() reads its data, relative to its working folder")
 
 
+class Gradescope(_Strict):
+    time_budget_s: float = Field(480, gt=0, le=2400, description="run_autograder's own limit, under the "
+                                 "platform's (10 min by default, 40 at most): past it the student would get 0")
+    wrap_up_s: float = Field(30, gt=0, description="of the budget, kept for writing the results after the checks' "
+                             "deadline (killing workers, the report) on a slow autograder machine")
+
+    @model_validator(mode="after")
+    def _room_to_grade(self) -> "Gradescope":
+        if self.wrap_up_s >= self.time_budget_s:
+            raise ValueError("wrap_up_s must be less than time_budget_s")
+        return self
+
+
 class Spec(_Strict):
     assignment: str
     title: str
@@ -120,6 +133,7 @@ class Spec(_Strict):
     hypothesis: HypothesisSettings
     training: Training
     items: tuple[Item, ...]
+    gradescope: Gradescope = Gradescope()
     stdout_visibility: Visibility = Field(
         "hidden", description="when students see what their code printed (Gradescope's stdout_visibility)")
 
