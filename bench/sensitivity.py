@@ -109,7 +109,7 @@ def main() -> None:
         for v in VARIANTS:
             if v.kind == "bug":
                 r = graded[v.name]
-                lost = [i["id"] for i in r["items"] if i["max_score"] and i["score"] < i["max_score"]]
+                lost = [i["id"] for i in r["items"] if i["max_score"] and not i["bonus"] and i["score"] < i["max_score"]]
                 named = ", ".join(sorted({d for _, d in diagnoses(r)})) or "-"
                 print(f"| {v.name} | {r['score']:g}/{r['max_score']:g} | {', '.join(lost) or '-'} | {named} |")
     if args.repeat:
