@@ -23,9 +23,9 @@ from pathlib import Path
 
 import jsonschema
 
-from .cli import _fallback
+from .cli import fallback_results
 from .gradescope import schema, write_gradescope
-from .sandbox import _become_reaper, _kill_until_gone, _orphans
+from .sandbox import become_reaper, kill_until_gone, orphans
 from .spec import Spec, SpecError, load_spec, spec_path
 
 FALLBACK_S = 3.0  # of the budget, kept for the score-0 file when the grade has to be killed
@@ -39,7 +39,7 @@ def _write_atomic(text: str, path: Path) -> None:
 
 def _fail(root: Path, spec: Spec, reason: str) -> None:
     """Gradescope's file with score 0 and `reason`, for whatever kept the grade from writing one."""
-    results = _fallback(root / "submission", spec, reason)
+    results = fallback_results(root / "submission", spec, reason)
     tmp = write_gradescope(results, root / "results" / "results.json.tmp", spec.stdout_visibility)
     tmp.replace(root / "results" / "results.json")
 
@@ -50,7 +50,7 @@ def _kill(proc: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
-    _kill_until_gone(_orphans)
+    kill_until_gone(orphans)
 
 
 def run(root: Path, assignment: str, budget: float | None, wrap_up: float | None, grade_args: list[str]) -> int:
@@ -75,7 +75,7 @@ def run(root: Path, assignment: str, budget: float | None, wrap_up: float | None
     staged = work / "gradescope.json"
     cmd = [sys.executable, "-m", "graders.cli", str(root / "submission"), "--out", str(work), "--assignment", assignment,
            "--gradescope", str(staged), "--limit", f"total_timeout_s={checks_s:.3f}", *grade_args]
-    _become_reaper()  # a killed grade's workers (each in a session of its own) come to us, to be killed
+    become_reaper()  # a killed grade's workers (each in a session of its own) come to us, to be killed
     proc = subprocess.Popen(cmd, start_new_session=True)  # its own group: one kill takes the grade and its helpers
     left = budget - FALLBACK_S - (time.monotonic() - started)
     try:
@@ -85,7 +85,7 @@ def run(root: Path, assignment: str, budget: float | None, wrap_up: float | None
         _fail(root, spec, f"grading did not finish within the autograder's time budget of {budget:g} s; "
                                 "nothing was scored")
         return 0
-    _kill_until_gone(_orphans)  # nothing of the grade may outlive it
+    kill_until_gone(orphans)  # nothing of the grade may outlive it
     try:
         data = json.loads(staged.read_text())
         jsonschema.validate(data, schema())

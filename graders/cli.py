@@ -43,7 +43,7 @@ def _table(results: Results) -> str:
     return "\n".join(lines)
 
 
-def _fallback(source: Path, spec: Spec, reason: str) -> Results:
+def fallback_results(source: Path, spec: Spec, reason: str) -> Results:
     return Results(assignment=spec.assignment, grader_version=__version__,
                    submission=Submission(name=source.name, sha256="", files=[]), score=0,
                    max_score=spec.points(), bonus_score=0, bonus_max=spec.points(bonus=True), items=[],
@@ -213,7 +213,7 @@ def _batch_main(argv: list[str]) -> int:
         for future in as_completed(futures):
             student, outcome = futures[future], future.result()
             if outcome not in ("graded", "grader error"):  # no report at all: still one, with score 0 and why
-                results = _fallback(students[student], spec, outcome)
+                results = fallback_results(students[student], spec, outcome)
                 _write(results, args.out / student)
                 write_report(results, args.out / student)
             if outcome != "graded":
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             results = grade(source, spec, out_dir=out)
         except Exception as e:  # the grader's own failure: still a report, with score 0 and why
-            results = _fallback(source, spec, f"{type(e).__name__}: {e}")
+            results = fallback_results(source, spec, f"{type(e).__name__}: {e}")
             traceback.print_exc()
             status = 1
         if args.settings:

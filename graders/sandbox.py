@@ -198,7 +198,7 @@ class UidSlot:
         os.close(self._fd)
 
 
-def _kill_until_gone(find: Callable[[], list[int]]) -> None:
+def kill_until_gone(find: Callable[[], list[int]]) -> None:
     """SIGKILL what `find` returns until it returns nothing: one that forked while being killed,
     or whose children come to us, is caught in a later round."""
     for _ in range(50):
@@ -237,7 +237,7 @@ _workers: set[int] = set()  # pids of the live workers this process started (nev
 
 
 @functools.cache
-def _become_reaper() -> bool:
+def become_reaper() -> bool:
     """Make this process the subreaper of its descendants: a worker's orphans (a double-forked
     daemon) are then re-parented to us, not to init, and the sweep finds them as our children.
     The last wall when there is no PID namespace, cgroup or uid to kill by."""
@@ -249,7 +249,7 @@ def _become_reaper() -> bool:
         return False
 
 
-def _orphans() -> list[int]:
+def orphans() -> list[int]:
     """Our children that are not live workers (reaping those already dead: what a killed one
     leaves comes to us in turn)."""
     me, pids = os.getpid(), []
@@ -302,7 +302,7 @@ class Sandbox:
                 os.lchown(path, self.slot.uid, self.slot.uid)
         # Nothing else would catch a daemon that left the process group.
         self.reaper = self.caps.reaper and not self.caps.bwrap and not self.cgroups and self.slot is None \
-            and _become_reaper()
+            and become_reaper()
 
     def started(self, pid: int) -> None:
         _workers.add(pid)
@@ -425,11 +425,11 @@ class Sandbox:
                     kill.write_text("1")
                 except OSError:
                     pass
-            _kill_until_gone(functools.partial(_cgroup_pids, d))
+            kill_until_gone(functools.partial(_cgroup_pids, d))
         if self.slot is not None:
-            _kill_until_gone(functools.partial(_pids_of_uid, self.slot.uid))
+            kill_until_gone(functools.partial(_pids_of_uid, self.slot.uid))
         if self.reaper:
-            _kill_until_gone(_orphans)
+            kill_until_gone(orphans)
 
     def _remove_cgroups(self) -> None:
         for d in self.cgroups:
