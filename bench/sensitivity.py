@@ -27,7 +27,7 @@ from pathlib import Path
 from benchlib import REPO
 
 sys.path.insert(0, str(REPO / "tests"))
-from corpus.variants import VARIANTS, apply, diagnoses, expected_diagnoses  # noqa: E402
+from corpus.variants import VARIANTS, apply, diagnosed_exactly, diagnoses, expected_diagnoses  # noqa: E402
 
 STABILITY = ("attn_no_scaling", "generate_samples", "loss_detached", "student_full_rewrite")
 
@@ -92,7 +92,7 @@ def main() -> None:
             missed.append(v.name)
         if want:
             known += 1
-            ok = {d for _, d in got} == set(want) and any(i in v.loses for i, d in got if d == want[0])
+            ok = diagnosed_exactly(v, r)
             exact += ok
             if not ok:
                 inexact.append(f"{v.name} (got {', '.join(sorted(d for _, d in got)) or 'none'})")

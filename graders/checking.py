@@ -65,20 +65,21 @@ def diagnose(actual: torch.Tensor, fingerprints: Iterable[Fingerprint]) -> Diagn
                 matched[fp.id] = fp.explanation
         except Exception:  # noqa: BLE001  a fingerprint that cannot run here matches nothing, and never fails a check
             continue
-    if len(matched) != 1:
-        return None
-    [(name, explanation)] = matched.items()
-    return Diagnosis(id=name, explanation=explanation)
+    return _only(matched)
 
 
 def shape_diagnosis(got: tuple[int, ...], patterns: Iterable[tuple[tuple[int, ...], str, str]]) -> Diagnosis | None:
     """The explanation of a wrong shape, from (shape, id, explanation) patterns; a shape two
     patterns share explains nothing."""
-    found = {name: text for shape, name, text in patterns if tuple(shape) == tuple(got)}
-    if len(found) != 1:
+    return _only({name: text for shape, name, text in patterns if tuple(shape) == tuple(got)})
+
+
+def _only(matched: dict[str, str]) -> Diagnosis | None:
+    """The diagnosis when exactly one mistake (id -> explanation) fits; in doubt, none."""
+    if len(matched) != 1:
         return None
-    [(name, text)] = found.items()
-    return Diagnosis(id=name, explanation=text)
+    [(name, explanation)] = matched.items()
+    return Diagnosis(id=name, explanation=explanation)
 
 
 def _index_words(index: tuple[int, ...], axes: tuple[str, ...]) -> str:

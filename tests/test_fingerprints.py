@@ -37,10 +37,8 @@ def _families(case: lib.Case) -> dict[str, tuple[torch.Tensor, list[Fingerprint]
     mlp, attn, block, model = (_model(c, case) for c in ("MLP", "CausalAttention", "DecoderBlock", "Transformer"))
     n = 3
     prompt = ids[:, :case.context_length - n]
+    greedy = model.generate(prompt, n)
     with torch.no_grad():
-        greedy = prompt
-        for _ in range(n):
-            greedy = torch.cat([greedy, model(greedy)[:, -1].argmax(-1, keepdim=True)], dim=1)
         return {
             "mlp": (mlp(x), fp.mlp(mlp, x)),
             "attention": (attn(x), fp.attention(attn, x)),

@@ -894,6 +894,14 @@ def diagnoses(results: dict) -> set[tuple[str, str]]:
     return {(i["id"], c["diagnosis"]["id"]) for i in results["items"] for c in i["checks"] if c.get("diagnosis")}
 
 
+def diagnosed_exactly(variant: Variant, results: dict) -> bool:
+    """The expected diagnoses and no other anywhere; the first (the bug's own) on an item it loses."""
+    got = diagnoses(results)
+    want = expected_diagnoses(variant.name)
+    return {d for _, d in got} == set(want) and \
+        (not want or any(item in variant.loses for item, d in got if d == want[0]))
+
+
 def apply(variant: Variant, reference_dir) -> dict[str, str]:
     """The variant's three files as {filename: text}.
 

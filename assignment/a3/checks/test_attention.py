@@ -12,7 +12,7 @@ CLS = "CausalAttention"
 
 def _explain(case: Case, length: int | None = None) -> dict:
     """What a wrong shape or NaNs in the output mean."""
-    return dict(shapes=fp.attention_shapes(max(case.batch, 1), length or case.length, case.d_model, case.n_heads),
+    return dict(shapes=fp.attention_shapes(case.batch, length or case.length, case.d_model, case.n_heads),
                 nan=fp.attention_nan)
 
 

@@ -1,7 +1,7 @@
 """3(a)ii MLP.forward."""
 
-import torch
 import a3_fingerprints as fp
+import torch
 from a3_checklib import A3, activations, cases, explicit, generator
 from hypothesis import given
 
