@@ -73,7 +73,8 @@ def contents(spec: Spec) -> dict[str, tuple[bytes, int]]:
         text = (DOCKER / name).read_text().replace("@ASSIGNMENT@", spec.assignment)
         files[name] = (text.encode(), 0o755)
     files["requirements.txt"] = (requirements().encode(), 0o644)
-    folders = [REPO / "graders", REPO / "assignment" / spec.assignment, REPO / spec.checks_dir, REPO / spec.reference_dir]
+    folders = [REPO / "graders", REPO / "assignment" / spec.assignment,
+               *(REPO / d for d in (spec.checks_dir, spec.reference_dir) if d)]
     for folder in folders:
         for path in _tree(folder):
             files[path.relative_to(REPO).as_posix()] = (path.read_bytes(), 0o644)

@@ -104,7 +104,10 @@ def render(results: Results, folder: Path | None = None) -> str:
         r=results, items=items, captured=captured,
         total_percent=round(100 * results.score / results.max_score, 1) if results.max_score else 0.0,
         plot_uri=png_uri(ours) if ours else None, student_plot_uri=png_uri(theirs) if theirs else None,
-        student_plot_named=bool(results.training and results.training.plot))
+        student_plot_named=bool(results.training and results.training.plot),
+        # An assignment without a training run (a notebook, written answers) gets no such section.
+        training_section=results.training is not None or any(
+            c.name.startswith("training") for i in results.items for c in i.checks))
 
 
 def write_report(results: Results, folder: Path, path: Path | None = None) -> Path:

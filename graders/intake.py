@@ -36,11 +36,15 @@ def _ignored(path: PurePosixPath) -> bool:
     return path.parts[0] == "__MACOSX" or any(p.startswith(".") for p in path.parts) or path.name == "__pycache__"
 
 
-def _check_source(name: str, raw: bytes) -> str | None:
+def _check_source(name: str, raw: bytes, module: bool) -> str | None:
+    """Why the file cannot be used, if it cannot; only a module is parsed here (a notebook's cells
+    are parsed one by one when it runs, so one broken cell costs only the answers it defines)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         return f"{name} is not valid UTF-8 text (byte {e.start})"
+    if not module:
+        return None
     try:
         ast.parse(text, filename=name)
     except SyntaxError as e:
@@ -139,7 +143,7 @@ def _from_zip(source: Path, required: tuple[str, ...], result: Intake) -> dict[s
 
 def _from_folder(source: Path, required: tuple[str, ...], result: Intake) -> dict[str, bytes]:
     candidates: dict[str, list[PurePosixPath]] = {}
-    for path in sorted(source.rglob("*.py")):
+    for path in sorted(source.rglob("*")):
         rel = PurePosixPath(path.relative_to(source).as_posix())
         if path.name in required and not _ignored(rel) and path.is_file() and not path.is_symlink():
             candidates.setdefault(path.name, []).append(rel)
@@ -165,28 +169,40 @@ def _digest(source: Path) -> str:
     return h.hexdigest()
 
 
-def take_in(source: Path, required: tuple[str, ...], folder: Path) -> Intake:
-    """Check `source` and write its required files, and only those, into `folder`."""
+def take_in(source: Path, required: tuple[str, ...], folder: Path,
+            alternatives: dict[str, tuple[str, ...]] | None = None, notebooks: tuple[str, ...] = ()) -> Intake:
+    """Check `source` and write its required files, and only those, into `folder`. A required
+    file may come under one of its `alternatives` (A2S1.py as A2S1.ipynb); `files` maps the
+    required name to the file taken, and problems are filed under the required name."""
     result = Intake(folder=folder, sha256=_digest(source) if source.exists() else "")
     if not source.exists():
         result.rejected = f"{source} does not exist"
         return result
-    raw_files = _from_folder(source, required, result) if source.is_dir() else _from_zip(source, required, result)
+    accepted = {name: (name, *(alternatives or {}).get(name, ())) for name in required}
+    wanted = tuple(n for names in accepted.values() for n in names)
+    raw_files = _from_folder(source, wanted, result) if source.is_dir() else _from_zip(source, wanted, result)
     if result.rejected:
         return result
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
-    for name in required:
-        if name in result.problems:
+    for name, names in accepted.items():
+        given = [n for n in names if n in raw_files or n in result.problems]
+        if len(given) > 1:
+            result.warnings.append(f"{' and '.join(given)} were both submitted; graded {given[0]}")
+        taken = given[0] if given else name
+        if taken in result.problems:
+            result.problems[name] = result.problems.pop(taken)
             continue
-        if name not in raw_files:
-            result.problems[name] = f"{name} missing from the submission"
+        if taken not in raw_files:
+            either = " or ".join(names)
+            result.problems[name] = f"{either} missing from the submission"
             continue
-        problem = _check_source(name, raw_files[name])
+        module = taken.endswith(".py") and name not in notebooks
+        problem = _check_source(taken, raw_files[taken], module)
         if problem:
             result.problems[name] = problem
             continue
-        (folder / name).write_bytes(raw_files[name])
-        result.files[name] = folder / name
+        (folder / taken).write_bytes(raw_files[taken])
+        result.files[name] = folder / taken
     return result

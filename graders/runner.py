@@ -17,9 +17,6 @@ from .results import CheckResult, Output, Results, Submission, Training
 from .scoring import score_item
 from .spec import Spec
 
-REFERENCE_MODULES = ("utils", "model_solution")
-
-
 def _describe_import_error(module: str, info: dict) -> str:
     name = f"{module}.py"
     if info.get("type") == "WorkerError":
@@ -44,7 +41,8 @@ def _results(source: Path, spec: Spec, intake: Intake, items, started: float, **
     scored = [i for i in items if not i.bonus]
     bonus = [i for i in items if i.bonus]
     return Results(assignment=spec.assignment, grader_version=__version__,
-                   submission=Submission(name=source.name, sha256=intake.sha256, files=sorted(intake.files)),
+                   submission=Submission(name=source.name, sha256=intake.sha256,
+                                         files=sorted(p.name for p in intake.files.values())),
                    score=round(sum(i.score for i in scored), 2), max_score=spec.points(),
                    bonus_score=round(sum(i.score for i in bonus), 2), bonus_max=spec.points(bonus=True),
                    items=items, timings={**extra.pop("timings", {}), "total_s": round(time.monotonic() - started, 3)},
@@ -100,11 +98,17 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
     workers: list[Worker] = []
     ctx = None
     try:
-        intake = take_in(source, spec.required_files, scratch / "submission")
+        intake = take_in(source, spec.required_files, scratch / "submission", spec.alternatives, spec.notebooks)
         if intake.rejected:
             return _rejected(source, spec, intake, intake.rejected, started)
         timings: dict[str, float] = {"intake_s": round(time.monotonic() - started, 3)}
-        modules = [f.removesuffix(".py") for f in spec.required_files if f in intake.files]
+        if spec.engine == "written":
+            from .written.grading import grade_written
+
+            items, warnings = grade_written(spec, intake)
+            return _results(source, spec, intake, items, started, timings=timings, problems=dict(intake.problems),
+                            warnings=warnings)
+        modules = [m for m in spec.modules() if f"{m}.py" in intake.files]
         spare = spec.limits.worker_count() > 1 and any(i.own_worker for i in spec.items)
         if spare:  # its own copy: in a plain sandbox the two would share a folder
             shutil.copytree(intake.folder, scratch / "spare")
@@ -122,7 +126,7 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
 
         timings["trusted_imports_s"] = round(time.monotonic() - t, 3)
         t = time.monotonic()
-        ref = load_reference(spec.reference_dir, REFERENCE_MODULES)
+        ref = load_reference(spec.reference_dir, spec.reference_modules) if spec.reference_dir else None
         timings["reference_s"] = round(time.monotonic() - t, 3)
         _preload_report()  # costs nothing while the worker still imports torch, 0.6 s at report time otherwise
         t = time.monotonic()
@@ -136,7 +140,7 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
         for module, info in worker.import_errors.items():
             broken[f"{module}.py"] = _describe_import_error(module, info)
         if start_error:
-            for f in spec.required_files:
+            for f in spec.required_files:  # a notebook runs in this worker too
                 broken.setdefault(f, f"the worker could not start: {start_error}")
         ctx = GradeContext(spec=spec, worker=worker, ref=ref, intake=intake, broken=broken,
                            spare=workers[1] if len(workers) > 1 and not broken else None)

@@ -48,14 +48,14 @@ class Item(_Strict):
 
 
 class Limits(_Strict):
-    call_timeout_s: float = Field(gt=0)
-    import_timeout_s: float = Field(gt=0)
-    train_timeout_s: float = Field(gt=0)
-    total_timeout_s: float = Field(gt=0)
-    memory_mb: int = Field(gt=0)
-    output_cap_bytes: int = Field(gt=0)
-    reply_cap_bytes: int = Field(gt=0)
-    threads: int = Field(ge=1)
+    call_timeout_s: float = Field(10, gt=0, description="one request that runs student code")
+    import_timeout_s: float = Field(60, gt=0, description="the worker's start-up (import torch) and each import")
+    train_timeout_s: float = Field(120, gt=0, description="one long request (a training run)")
+    total_timeout_s: float = Field(900, gt=0)
+    memory_mb: int = Field(4096, gt=0, description="RLIMIT_AS of the worker")
+    output_cap_bytes: int = Field(65536, gt=0, description="captured stdout and stderr kept per worker, each")
+    reply_cap_bytes: int = Field(64 << 20, gt=0, description="the largest reply the grader reads from the worker")
+    threads: int = Field(1, ge=1)
     cpu_s: float = Field(600, gt=0, description="RLIMIT_CPU of one worker (soft; SIGKILL 5 s later)")
     file_size_mb: int = Field(64, gt=0, description="RLIMIT_FSIZE: the largest file student code may write")
     open_files: int = Field(256, ge=32, description="RLIMIT_NOFILE")
@@ -80,7 +80,7 @@ class Seeds(_Strict):
 
 
 class HypothesisSettings(_Strict):
-    max_examples: int = Field(ge=1)
+    max_examples: int = Field(10, ge=1)
 
 
 class ModelShape(_Strict):
@@ -122,20 +122,56 @@ class Gradescope(_Strict):
         return self
 
 
+Params = dict[str, bool | int | float | str | tuple[int | float | str, ...]]
+
+
 class Spec(_Strict):
+    """One assignment. `engine` says how it is graded: "checks" runs the hidden pytest checks in
+    `checks_dir` against student code in a worker; "written" compares an answers file with the
+    answer key in `key` on the trusted side (no student code runs)."""
+
     assignment: str
     title: str
+    engine: Literal["checks", "written"] = "checks"
     required_files: tuple[str, ...]
-    reference_dir: str
-    checks_dir: str
-    limits: Limits
-    seeds: Seeds
-    hypothesis: HypothesisSettings
-    training: Training
-    items: tuple[Item, ...]
+    alternatives: dict[str, tuple[str, ...]] = Field(
+        default_factory=dict, description="a required file that may come as another file instead, e.g. "
+        "A2S1.py as A2S1.ipynb; the first name found, in this order after the file itself, is graded")
+    notebooks: tuple[str, ...] = Field(
+        (), description="required files run cell by cell (Jupyter percent format or .ipynb) by the checks, "
+        "not imported when the worker starts")
+    reference_dir: str | None = None
+    reference_modules: tuple[str, ...] = Field((), description="modules of reference_dir the checks get, in import order")
+    checks_dir: str | None = None
+    key: str | None = Field(None, description="the answer key (engine written), relative to the assignment folder")
+    limits: Limits = Limits()
+    seeds: Seeds | None = None
+    hypothesis: HypothesisSettings = HypothesisSettings()
+    training: Training | None = None
+    params: Params = Field(default_factory=dict, description="the assignment's own constants, read by its checks")
+    items: tuple[Item, ...] = ()
     gradescope: Gradescope = Gradescope()
     stdout_visibility: Visibility = Field(
         "hidden", description="when students see what their code printed (Gradescope's stdout_visibility)")
+
+    @model_validator(mode="after")
+    def _engine_has_what_it_needs(self) -> "Spec":
+        if self.engine == "checks" and not self.checks_dir:
+            raise ValueError("engine checks needs checks_dir")
+        if self.engine == "written" and not self.key:
+            raise ValueError("engine written needs key")
+        strays = (set(self.alternatives) | set(self.notebooks)) - set(self.required_files)
+        if strays:
+            raise ValueError(f"alternatives and notebooks name files not in required_files: {sorted(strays)}")
+        return self
+
+    def accepted(self, name: str) -> tuple[str, ...]:
+        """The file names that stand for required file `name`, in order of preference."""
+        return (name, *self.alternatives.get(name, ()))
+
+    def modules(self) -> list[str]:
+        """What the worker imports when it starts: the required .py files, in order, but notebooks."""
+        return [f.removesuffix(".py") for f in self.required_files if f.endswith(".py") and f not in self.notebooks]
 
     @model_validator(mode="after")
     def _unique_names(self) -> "Spec":
@@ -172,6 +208,8 @@ class SpecError(Exception):
 def load_spec(path: Path) -> Spec:
     try:
         data = tomllib.loads(path.read_text())
+        if data.get("engine") == "written" and isinstance(data.get("key"), str) and "items" not in data:
+            data["items"] = _key_items(path.parent / data["key"])
         return Spec.model_validate(data)
     except FileNotFoundError as e:
         raise SpecError(f"{path}: no such spec file") from e
@@ -182,8 +220,27 @@ def load_spec(path: Path) -> Spec:
         raise SpecError(f"{path}: {problems}") from e
 
 
+def _key_items(path: Path) -> list[dict]:
+    """A written assignment's items are its key's questions: the key is their single source."""
+    from .written.key import KeyProblem, key_items, load_key
+
+    try:
+        return [item.model_dump() for item in key_items(load_key(path))]
+    except KeyProblem as e:
+        raise SpecError(str(e)) from e
+
+
+def assignments() -> list[str]:
+    """The assignments there are: the folders under assignment/ with a spec."""
+    return sorted(p.parent.name for p in ASSIGNMENTS_DIR.glob("*/spec.toml"))
+
+
 def spec_path(assignment: str) -> Path:
-    return ASSIGNMENTS_DIR / assignment / "spec.toml"
+    """Where `--assignment NAME`'s spec is; an unknown name is a SpecError that lists the known ones."""
+    path = ASSIGNMENTS_DIR / assignment / "spec.toml"
+    if not path.is_file() or "/" in assignment or assignment.startswith("."):
+        raise SpecError(f"unknown assignment {assignment!r}; the assignments are {', '.join(assignments())}")
+    return path
 
 
 def assignment_dir(spec: Spec) -> Path:

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from graders.spec import SpecError, load_spec, spec_path
+from graders.spec import SpecError, assignments, load_spec, spec_path
 
 A3 = spec_path("a3")
 
@@ -15,8 +15,15 @@ def test_a3_spec_loads_with_the_handouts_points():
                       "3(b)iii": 3, "3(c)": 9, "utils": 0, "advice": 0}
 
 
-def test_every_check_has_exactly_one_hidden_test():
-    spec = load_spec(A3)
+def test_every_assignment_loads():
+    assert {"a3", "a2s1"} <= set(assignments())
+    for name in assignments():
+        assert load_spec(spec_path(name)).assignment == name
+
+
+@pytest.mark.parametrize("name", [a for a in assignments() if load_spec(spec_path(a)).checks_dir])
+def test_every_check_has_exactly_one_hidden_test(name):
+    spec = load_spec(spec_path(name))
     checks_dir = Path(__file__).resolve().parent.parent / spec.checks_dir
     tests = [line.split("(")[0].removeprefix("def test_") for f in checks_dir.glob("test_*.py")
              for line in f.read_text().splitlines() if line.startswith("def test_")]
@@ -27,7 +34,7 @@ def test_every_check_has_exactly_one_hidden_test():
     (("points = 6", "points = -6"), "items.1.points"),
     (('weight = 3, title = "matches the reference on random weights" },\n  { name = "mlp_position_wise"',
       'weight = "heavy", title = "x" },\n  { name = "mlp_position_wise"'), "items.0.checks.0.weight"),
-    (("call_timeout_s = 10", "call_timeout = 10"), "limits.call_timeout_s"),
+    (("call_timeout_s = 10", "call_timeout = 10"), "limits.call_timeout"),  # a typo: the name as written
     (("n_heads = 2", "n_heads = 3"), "training.model"),
 ])
 def test_a_broken_spec_names_the_field(tmp_path, edit, field):

@@ -2,6 +2,7 @@
 
 import copy
 import importlib
+import linecache
 import os
 import sys
 import traceback
@@ -66,10 +67,43 @@ def describe_exception(exc: BaseException, scratch: Path) -> dict:
     return info
 
 
+class _NoIPython:
+    """`get_ipython()` of an nbconvert script: magics and shell commands do nothing here."""
+
+    def __getattr__(self, name: str):
+        return lambda *a, **k: None
+
+
+def _answer_to_wire(value: Any) -> dict:
+    """A notebook's answer as plain data: a list or an array of numbers becomes a tensor."""
+    if not isinstance(value, torch.Tensor) and isinstance(value, (list, tuple, np.ndarray, int, float)) \
+            and not isinstance(value, bool):
+        try:
+            wire = to_wire(torch.as_tensor(np.asarray(value, dtype=np.float64)))
+            wire["converted_from"] = type(value).__name__
+            return wire
+        except (TypeError, ValueError):
+            pass
+    return to_wire(value)
+
+
 class Ops:
     def __init__(self, scratch: Path):
         self.scratch = scratch
         self.handles: dict[str, torch.nn.Module] = {}
+        self.notebooks: dict[str, dict] = {}
+
+    # -- notebooks -----------------------------------------------------------------------------
+    def op_cell(self, source: str, filename: str, first_line: int, capture: list[str]) -> dict:
+        """Run one cell in its notebook's namespace (kept across cells, as in Jupyter) and send the
+        `capture` names it bound. The code is padded to its line in the file, so errors name it."""
+        ns = self.notebooks.setdefault(filename, {"__name__": "__main__", "get_ipython": _NoIPython,
+                                                  "display": lambda *a, **k: None})
+        path = str(self.scratch / filename)
+        padded = "\n" * (first_line - 1) + source
+        linecache.cache[path] = (len(padded), None, padded.splitlines(True), path)
+        exec(compile(padded, path, "exec"), ns)  # noqa: S102  student code, in the worker only
+        return {"values": {name: _answer_to_wire(ns[name]) for name in capture if name in ns}}
 
     # -- modules -------------------------------------------------------------------------------
     def op_import(self, module: str) -> dict:
