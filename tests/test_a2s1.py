@@ -82,6 +82,14 @@ VARIANTS: dict[str, tuple[dict[str, str], set[str], dict[str, str], dict[str, st
     # Answers right for the student's own data: the grader's key and value are what count.
     "own_value": ({"A2S1.py": edit("query121 = 100 * key[0:1]", "value[0] = value[3]\nquery121 = 100 * key[3:4]")},
                   {"1.2.1"}, {"1.2.1": "differs from value[0]"}, {"1.2.1": "output_is_3"}),
+    # The grader's own files are out of the worker's reach: the answer is given only if one is read.
+    "reads_hidden_files": ({"A2S1.py": edit("query121 = 100 * key[0:1]", f"""try:
+    stolen = [open(p).read() for p in {[str(A2S1 / "checks" / "a2s1_checklib.py"), str(A2S1 / "reference" / "A2S1.py")]}]
+    query121 = 100 * key[0:1]
+except OSError:
+    query121 = None""")}, {"1.2.1"}, {"1.2.1": "still None"}, {}),
+    "huge_answer": ({"A2S1.py": edit("query131 = torch.zeros(1, 3)", "query131 = torch.zeros(1 << 22, 3)")},
+                    {"1.3.1"}, {"1.3.1": "shape (4194304, 3)"}, {}),
     "template": ({"A2S1.py": (A2S1 / "template" / "A2S1.py").read_text()}, ALL, {"1.2.1": "still None"}, {}),
     "missing": ({"README.md": "nothing"}, ALL, {"1.2.1": "A2S1.py or A2S1.ipynb missing"}, {}),
 }

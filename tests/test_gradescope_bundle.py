@@ -93,6 +93,10 @@ def runs(tmp_path_factory) -> dict[str, dict]:
     p = subprocess.run([*GRADE, "gradescope-bundle", "--out", str(archive)], cwd=REPO, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode == 0 and archive.exists(), p.stdout + p.stderr
+    notebook_archive = base / "autograder-a2s1.zip"  # another assignment's bundle, graded the same way
+    p = subprocess.run([*GRADE, "gradescope-bundle", "--assignment", "a2s1", "--out", str(notebook_archive)], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and notebook_archive.exists(), p.stdout + p.stderr
     reference, planted = demo.build(base / "zips")
     planted_files = {n: zipfile.ZipFile(planted).read(n).decode() for n in zipfile.ZipFile(planted).namelist()}
     limits = [*TEST_LIMITS, "--quiet"]
@@ -110,8 +114,10 @@ def runs(tmp_path_factory) -> dict[str, dict]:
                     [*SLEEPER, "--", *limits, "--limit", "call_timeout_s=300"], {}),
         "killed": (reference_files(), ["--time-budget", "4", "--wrap-up", "1", "--", *limits], {}),
         "grade_dies": (reference_files(), ["--", "--limit", "memory_mb=lots"], {}),
+        "a2s1": ({"A2S1.py": (REPO / "assignment" / "a2s1" / "reference" / "A2S1.py").read_text()}, [], {}),
     }
-    roots = {name: _root(base, name, archive, files if files is not None else _hostile(base / name))
+    roots = {name: _root(base, name, notebook_archive if name == "a2s1" else archive,
+                         files if files is not None else _hostile(base / name))
              for name, (files, _, _) in cases.items()}
     for name, root in roots.items():
         p = subprocess.run(["bash", str(root / "source" / "setup.sh"), "perms"], env=_env(root), capture_output=True,
@@ -287,3 +293,13 @@ def test_run_autograder_writes_a_file_even_without_a_working_python(tmp_path):
     out = json.loads((root / "results" / "results.json").read_text())
     jsonschema.validate(out, GS_SCHEMA)
     assert out["score"] == 0 and "autograder itself failed" in out["output"]
+
+
+def test_another_assignments_bundle_grades_its_reference(runs):
+    run = runs["a2s1"]
+    assert run["results"]["score"] == 12, run["log"][-3000:]
+    assert set(_tests(run["results"])) == {"1.2.1", "1.2.2", "1.3.1", "1.3.2", "1.3.3a", "1.3.3b"}
+    assert run["ours"]["assignment"] == "a2s1"
+    names = set(zipfile.ZipFile(run["root"].parent / "autograder-a2s1.zip").namelist())
+    assert {"assignment/a2s1/spec.toml", "assignment/a2s1/checks/a2s1_checklib.py"} <= names
+    assert not any(n.startswith(("assignment/a3/", "reference/a3/")) for n in names)

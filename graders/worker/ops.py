@@ -74,16 +74,20 @@ class _NoIPython:
         return lambda *a, **k: None
 
 
+MAX_ANSWER_NUMBERS = 1 << 16  # a notebook's answers are a few numbers: a larger one is sent as its shape only
+
+
 def _answer_to_wire(value: Any) -> dict:
     """A notebook's answer as plain data: a list or an array of numbers becomes a tensor."""
     if not isinstance(value, torch.Tensor) and isinstance(value, (list, tuple, np.ndarray, int, float)) \
             and not isinstance(value, bool):
         try:
-            wire = to_wire(torch.as_tensor(np.asarray(value, dtype=np.float64)))
-            wire["converted_from"] = type(value).__name__
-            return wire
-        except (TypeError, ValueError):
-            pass
+            value = torch.as_tensor(np.asarray(value, dtype=np.float64))
+        except (TypeError, ValueError, OverflowError):
+            return to_wire(value)
+    if isinstance(value, torch.Tensor) and value.numel() > MAX_ANSWER_NUMBERS:
+        return {"kind": "tensor", "torch_dtype": str(value.dtype).removeprefix("torch."), "device": "meta",
+                "requires_grad": False, "shape": list(value.shape)}
     return to_wire(value)
 
 
