@@ -164,3 +164,12 @@ def test_cells_of_each_format(tmp_path):
     nb.write_text(ipynb("# %%\nq = 1\n", [("code", "%%bash\nls\n"), ("markdown", "# hi")]))
     cells = read_cells(nb)
     assert [c.skipped is not None for c in cells] == [True, False] and cells[1].assigns() == {"q"}
+
+
+def test_report_shows_the_diagnosis_and_no_training_section(graded):
+    from graders.html_report import render
+    from graders.results import Results
+
+    page = render(Results.model_validate(graded["selects_value_1"]))
+    assert 'data-diagnosis="output_is_1"' in page and "Your output is value[1], not value[0]" in page
+    assert "Training run" not in page
