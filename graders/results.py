@@ -43,6 +43,7 @@ class ItemResult(BaseModel):
     feedback: str
     visibility: str
     checks: list[CheckResult]
+    rubric: list[str] = Field(default_factory=list, description="what earns the points, from the spec")
 
 
 class Training(BaseModel):

@@ -103,9 +103,10 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
             return _rejected(source, spec, intake, intake.rejected, started)
         timings: dict[str, float] = {"intake_s": round(time.monotonic() - started, 3)}
         if spec.engine == "written":
-            from .written.grading import grade_written
+            from .written.grading import check_answers
 
-            items, warnings = grade_written(spec, intake)
+            checked, warnings = check_answers(spec, intake)
+            items = [score_item(item, [checked[c.name] for c in item.checks]) for item in spec.items]
             return _results(source, spec, intake, items, started, timings=timings, problems=dict(intake.problems),
                             warnings=warnings)
         modules = [m for m in spec.modules() if f"{m}.py" in intake.files]

@@ -34,6 +34,8 @@ class Item(_Strict):
     bonus: bool = False
     manual: bool = Field(False, description="graded by hand: listed, never auto-scored")
     report_as: Literal["score", "warning"] = "score"
+    rubric: tuple[str, ...] = Field((), description="what earns the points, shown with the item (a manual item's "
+                                    "guide for the graders)")
     needs: tuple[str, ...] = Field(default=(), description="submitted files the item's checks import")
     checks: tuple[Check, ...] = ()
     visibility: Visibility = "visible"
