@@ -259,7 +259,14 @@ def _bundle_main(argv: list[str]) -> int:
     return 0
 
 
-SUBCOMMANDS = {"report": _report_main, "batch": _batch_main, "gradescope-bundle": _bundle_main}
+def _check_key_main(argv: list[str]) -> int:
+    from .written.keycheck import main  # sympy and the worker client: only for this subcommand
+
+    return main(argv)
+
+
+SUBCOMMANDS = {"report": _report_main, "batch": _batch_main, "gradescope-bundle": _bundle_main,
+               "check-key": _check_key_main}
 
 
 def main(argv: list[str] | None = None) -> int:

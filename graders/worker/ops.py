@@ -1,5 +1,7 @@
 """What the trusted side may ask of the worker. Everything here runs beside student code."""
 
+import ast
+import builtins
 import copy
 import importlib
 import linecache
@@ -205,6 +207,26 @@ class Ops:
             getattr(self.handles[handle], method)(*inputs)
         return {"calls": sorted(set(found))}
 
+    # -- written key -------------------------------------------------------------------------
+    def op_claim(self, code: str) -> dict:
+        """Run a key's claim in a fresh namespace; true iff its last expression is exactly true."""
+        # Named as a file inside scratch, with its lines in linecache, so that describe_exception
+        # reports an error's line (and text) within the claim's code.
+        filename = str(self.scratch / "claim.py")
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+        tree = ast.parse(code, filename)
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        namespace = {"__name__": "__claim__", "__builtins__": builtins}
+        exec(compile(tree, filename, "exec"), namespace)
+        if last is None:
+            return {"true": False, "value": "(the code does not end with an expression)"}
+        value = eval(compile(ast.Expression(last.value), filename, "eval"), namespace)
+        try:
+            shown = repr(value)[:200]
+        except Exception:  # the value's own repr is broken: the verdict still stands
+            shown = f"<{type(value).__name__}>"
+        return {"true": _exactly_true(value), "value": shown}
+
     # -- training ------------------------------------------------------------------------------
     def op_train(self, module: str, function: str, kwargs: dict, config: dict, data: np.ndarray,
                  data_path: str, record_class: str, seed: int = 0) -> dict:
@@ -275,6 +297,15 @@ class Ops:
             if not os.path.isfile(f"/proc/self/fd/{fd}") or os.fstat(fd).st_size > cap:
                 return None
             return np.frombuffer(fh.read(cap), dtype=np.uint8)
+
+
+def _exactly_true(value: Any) -> bool:
+    """Python True, numpy's True or sympy's true; never mere truthiness (a non-empty list, an
+    unevaluated Eq, a nonzero number)."""
+    if value is True or (isinstance(value, np.bool_) and bool(value)):
+        return True
+    sympy = sys.modules.get("sympy")  # only a claim that imported sympy can return its true
+    return sympy is not None and value is sympy.true
 
 
 def _floats(values: Any) -> list[float] | None:

@@ -1,0 +1,108 @@
+"""`grade check-key KEY`: every claim of an answer key, run in the sandboxed worker.
+
+A claim is code a TA wrote, but it runs where student code runs: in the worker, under the same
+sandbox and limits, one request per claim with its own timeout. A claim that raises, kills its
+worker or hangs costs that claim only; the client starts a fresh worker for the next one.
+"""
+
+import argparse
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ..client import StudentError, Worker, WorkerError
+from ..spec import Limits, SpecError, load_spec, spec_path
+from .key import AnswerKey, Claim, KeyProblem, load_key
+
+CLAIM_TIMEOUT_S = 30.0  # sympy.stats and trigsimp claims take ~1 s; a loaded machine, several times that
+Status = Literal["true", "false", "crashed", "timed_out"]
+SHOWN = {"true": "true", "false": "FALSE", "crashed": "CRASHED", "timed_out": "TIMED OUT"}
+
+
+@dataclass(frozen=True)
+class ClaimOutcome:
+    claim: Claim
+    status: Status
+    detail: str = ""  # why it is not true: the value, the exception and its line, the timeout
+
+    @property
+    def true(self) -> bool:
+        return self.status == "true"
+
+
+def _crash(claim: Claim, info: dict) -> str:
+    where = ""
+    if info.get("line"):
+        code = claim.code.splitlines()[info["line"] - 1].strip() if info["line"] <= len(claim.code.splitlines()) else ""
+        where = f" at line {info['line']} of its code" + (f" ({code})" if code else "")
+    return f"raised {info.get('type', 'an error')}{where}: {info.get('message', '')}".rstrip(": ")
+
+
+def _run_claim(worker: Worker, claim: Claim, timeout_s: float) -> ClaimOutcome:
+    worker.begin_check()  # the last claim's failure must not short-circuit this one
+    try:
+        reply = worker.request("claim", f"claim {claim.id}", timeout=timeout_s, code=claim.code)
+    except StudentError as e:
+        return ClaimOutcome(claim, "crashed", _crash(claim, e.info))
+    except WorkerError as e:
+        timed_out = str(e).startswith("timed out")
+        return ClaimOutcome(claim, "timed_out" if timed_out else "crashed",
+                            f"did not finish within {timeout_s:g} s" if timed_out else str(e))
+    if reply["true"] is True:
+        return ClaimOutcome(claim, "true")
+    return ClaimOutcome(claim, "false", f"not true: it evaluated to {reply['value']}")
+
+
+def check_key(key: AnswerKey, limits: Limits, timeout_s: float = CLAIM_TIMEOUT_S) -> list[ClaimOutcome]:
+    """Every claim's outcome, in the key's order, from one worker (restarted after a crash or hang)."""
+    if not key.claims:
+        return []
+    scratch = Path(tempfile.mkdtemp(prefix="grade-key-"))
+    # sympy is imported at every (re)start, under import_timeout_s: a claim's own timeout then
+    # measures the claim, not the second of importing sympy.
+    worker = Worker(scratch, limits, modules=["sympy"])
+    try:
+        return [_run_claim(worker, claim, timeout_s) for claim in key.claims]
+    finally:
+        worker.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def claim_limits() -> Limits:
+    """The written assignment's limits once it has a spec; until then A3's (the same machine)."""
+    written = spec_path("written")
+    return load_spec(written if written.exists() else spec_path("a3")).limits
+
+
+def report(outcomes: list[ClaimOutcome]) -> list[str]:
+    width = max((len(o.claim.id) for o in outcomes), default=0)
+    return [f"{o.claim.id:<{width}}  {SHOWN[o.status]:<9}  {o.claim.statement}" + (f" — {o.detail}" if o.detail else "")
+            for o in outcomes]
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="grade check-key", description="Run every claim of a written-answers key "
+                                     "in the sandbox; exit 0 only if all are true (1: one is not, 2: invalid key).")
+    parser.add_argument("key", type=Path, help="the key, e.g. assignment/written/key.yaml")
+    parser.add_argument("--timeout", type=float, default=CLAIM_TIMEOUT_S, help="seconds each claim may take")
+    args = parser.parse_args(argv)
+    if args.timeout <= 0:
+        parser.error("--timeout must be positive")
+    try:
+        key = load_key(args.key)
+        limits = claim_limits()
+    except (KeyProblem, SpecError) as e:
+        print(f"grade check-key: {e}", file=sys.stderr)
+        return 2
+    outcomes = check_key(key, limits, args.timeout)
+    for line in report(outcomes):
+        print(line)
+    refused = [o.claim.id for o in outcomes if not o.true]
+    if refused:
+        print(f"key refused: {len(refused)} of {len(outcomes)} claims not true: {', '.join(refused)}")
+        return 1
+    print(f"key ok: all {len(outcomes)} claims true")
+    return 0

@@ -1,0 +1,58 @@
+"""The answers.yaml students start from, generated from the key: every question and part id with
+an empty answer, the prompts and what each part asks as comments, and nothing of the key's values.
+
+`python -m graders.written.template` rewrites assignment/written/template/answers.yaml.
+"""
+
+from ..spec import ASSIGNMENTS_DIR
+from .key import AnswerKey, Part, Question, load_key
+
+WRITTEN = ASSIGNMENTS_DIR / "written"
+
+_HEADER = """\
+# {title} — your answers
+#
+# Write each answer after its colon; an empty answer gets no points.
+# Numbers: 64, 512/8, 2^20 or 1,048,576. Expressions: the names the part lists, with + - * / ^,
+# sqrt exp log sin cos tan, pi and E, e.g. d_model/h or 2*sqrt(d_k).
+# Put an answer that starts with * & ! [ {{ or - in quotes: "-d_k".
+# Free-text answers go on the indented lines after `|`.
+"""
+
+
+def _points(question: Question) -> str:
+    points = f"{question.points:g} point{'' if question.points == 1 else 's'}"
+    return points + (", graded by hand" if question.manual else "")
+
+
+def _asks(part: Part) -> str:
+    if part.number is not None:
+        return f"a number: {part.rubric}"
+    return f"an expression in {', '.join(part.symbols)}: {part.rubric}" if part.symbols else f"a number: {part.rubric}"
+
+
+def answers_template(key: AnswerKey) -> str:
+    blocks = [_HEADER.format(title=key.title)]
+    for q in key.questions:
+        lines = [f"# {q.id}. {q.title} ({_points(q)})"]
+        lines += [f"#   {line}".rstrip() for line in q.prompt.strip().splitlines()]
+        if q.manual:
+            lines.append(f"{q.id}: |")
+        elif len(q.parts) == 1:
+            lines.append(f"{q.id}:    # {_asks(q.parts[0])}")
+        else:
+            lines.append(f"{q.id}:")
+            lines += [f"  {p.id}:    # {_asks(p)}" for p in q.parts]
+        blocks.append("\n".join(lines) + "\n")
+    return "\n".join(blocks)
+
+
+def main() -> None:
+    target = WRITTEN / "template" / "answers.yaml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(answers_template(load_key(WRITTEN / "key.yaml")))
+    print(f"wrote {target}")
+
+
+if __name__ == "__main__":
+    main()
