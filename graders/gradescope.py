@@ -87,10 +87,10 @@ def _test(item: ItemResult, number: str) -> dict:
     if item.status == "manual":
         # Listed so students see it exists; worth 0 here so it never counts against the autograded
         # total; no status: it is neither passed nor failed until staff grade it.
-        rubric = "".join(f"\n- {line}" for line in item.rubric)
+        # No rubric lines: this is what students read, and a rubric says what the answer is.
         test.update(score=0, max_score=0,
                     output=f"Graded by hand by the course staff (up to {item.max_score:g}{' bonus' if item.bonus else ''} "
-                           f"points); not part of the autograder's score.{rubric}")
+                           "points); not part of the autograder's score.")
         return test
     lines = check_lines(item)
     if item.feedback and item.feedback != "all checks passed" and not any(item.feedback in line for line in lines):

@@ -34,8 +34,8 @@ class Item(_Strict):
     bonus: bool = False
     manual: bool = Field(False, description="graded by hand: listed, never auto-scored")
     report_as: Literal["score", "warning"] = "score"
-    rubric: tuple[str, ...] = Field((), description="what earns the points, shown with the item (a manual item's "
-                                    "guide for the graders)")
+    rubric: tuple[str, ...] = Field((), description="a manual item's guide for the graders: in results.json and "
+                                    "report.html, never in Gradescope's student-facing results")
     needs: tuple[str, ...] = Field(default=(), description="submitted files the item's checks import")
     checks: tuple[Check, ...] = ()
     visibility: Visibility = "visible"

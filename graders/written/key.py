@@ -199,6 +199,9 @@ def load_key(path: Path) -> AnswerKey:
 
 def key_items(key: AnswerKey) -> tuple[Item, ...]:
     """One item per question for the scoring engine; each auto part is a check named check_name()."""
+    # Only a manual question's rubric goes into the report: an auto question's rubric states the
+    # key's answer, and a student who resubmits must not read it off the feedback.
     return tuple(Item(id=q.id, title=q.title, points=q.points, manual=q.manual,
+                      rubric=tuple(q.rubric) if q.manual else (),
                       checks=tuple(Check(name=check_name(q, p), weight=p.weight, title=p.rubric) for p in q.parts))
                  for q in key.questions)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..client import StudentError, Worker, WorkerError
-from ..spec import Limits, SpecError, load_spec, spec_path
+from ..spec import Limits, SpecError, load_spec
 from .key import AnswerKey, Claim, KeyProblem, load_key
 
 CLAIM_TIMEOUT_S = 30.0  # sympy.stats and trigsimp claims take ~1 s; a loaded machine, several times that
@@ -71,10 +71,10 @@ def check_key(key: AnswerKey, limits: Limits, timeout_s: float = CLAIM_TIMEOUT_S
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def claim_limits() -> Limits:
-    """The written assignment's limits once it has a spec; until then A3's (the same machine)."""
-    written = spec_path("written")
-    return load_spec(written if written.exists() else spec_path("a3")).limits
+def claim_limits(key_path: Path) -> Limits:
+    """The limits of the assignment whose folder holds the key; a key elsewhere gets the defaults."""
+    spec = key_path.resolve().parent / "spec.toml"
+    return load_spec(spec).limits if spec.is_file() else Limits()
 
 
 def report(outcomes: list[ClaimOutcome]) -> list[str]:
@@ -93,7 +93,7 @@ def main(argv: list[str]) -> int:
         parser.error("--timeout must be positive")
     try:
         key = load_key(args.key)
-        limits = claim_limits()
+        limits = claim_limits(args.key)
     except (KeyProblem, SpecError) as e:
         print(f"grade check-key: {e}", file=sys.stderr)
         return 2
