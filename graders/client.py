@@ -271,13 +271,17 @@ class Worker:
             raise StudentError(error if isinstance(error, dict) else {"message": str(error)[:500]}, where)
         return reply
 
-    def request(self, op: str, where: str, timeout: float | None = None, **fields: Any) -> dict:
+    def request(self, op: str, where: str, timeout: float | None = None, keep_state: bool = False,
+                **fields: Any) -> dict:
         """One operation; raises StudentError when student code raised, WorkerError when the
-        worker failed (then the rest of this check fails at once with the same reason)."""
+        worker failed (then the rest of this check fails at once with the same reason).
+        `keep_state`: stay in this worker even if the last call left processes running or filled
+        its scratch: a notebook's cells share one namespace, and what one cell left behind can only
+        touch that notebook's own later cells (the next request without it gets a fresh worker)."""
         if self._poison:
             raise WorkerError(self._poison)
         try:
-            if self._stale:
+            if self._stale and not keep_state:
                 self.kill()  # never mid-import: the fds of a killed worker must not be written again
             self._ensure()
             self.calls += 1

@@ -174,7 +174,7 @@ def run_notebook(worker: Worker, path: Path, watch: list[str], timeout: float) -
     replays = 0
 
     def send(cell: Cell, capture: list[str]) -> dict:
-        return worker.request("cell", f"{cell.where()} of {path.name}", timeout, source=cell.source,
+        return worker.request("cell", f"{cell.where()} of {path.name}", timeout, keep_state=True, source=cell.source,
                               filename=path.name, first_line=cell.first_line, capture=capture)
 
     for cell in cells:

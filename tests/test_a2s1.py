@@ -77,6 +77,10 @@ VARIANTS: dict[str, tuple[dict[str, str], set[str], dict[str, str], dict[str, st
                           {"1.3.1"}, {"1.3.1": "cell 4 (line 45) failed: SyntaxError, line 46"}, {}),
     "cell_hangs": ({"A2S1.py": edit("query122 = 100 * key", "while True:\n    pass")},
                    {"1.2.2"}, {"1.2.2": "query122 is not defined"}, {}),
+    # A process a cell leaves running is the notebook's own: the later cells keep its namespace.
+    "cell_leaves_a_child": ({"A2S1.py": edit("query121 = 100 * key[0:1]", "import subprocess, sys\n"
+                                             "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+                                             "query121 = 100 * key[0:1]")}, set(), {}, {}),
     "cell_exits": ({"A2S1.py": edit("query131 = torch.zeros(1, 3)", "import sys\nsys.exit(3)")},
                    {"1.3.1"}, {"1.3.1": "sys.exit(3)"}, {}),
     # Answers right for the student's own data: the grader's key and value are what count.
