@@ -175,10 +175,10 @@ _BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     ("1a: 64\n---\n1a: 65\n", "not valid YAML"),
 ])
 def test_hostile_yaml_is_refused_quickly_with_its_line(tmp_path, text, message):
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: a busy machine does not make it fail
     with pytest.raises(AnswersProblem, match=re.escape(message)):
         _answers(tmp_path, text)
-    assert time.monotonic() - started < 2
+    assert time.process_time() - started < 2
     assert not (Path.cwd() / "PWNED").exists()
 
 
@@ -216,10 +216,10 @@ def test_hostile_yaml_is_refused_quickly_with_its_line(tmp_path, text, message):
     ("", "is empty"),
 ])
 def test_hostile_expressions_are_refused_without_being_run(text, message):
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: a busy machine does not make it fail
     with pytest.raises(ExpressionError, match=re.escape(message)):
         parse_expression(text, ["d_k"])
-    assert time.monotonic() - started < 0.5
+    assert time.process_time() - started < 0.5
     assert not (Path.cwd() / "PWNED").exists()
 
 
@@ -240,9 +240,9 @@ def test_equivalence_neither_passes_nor_fails_by_accident():
     assert not same(d_k / h, parse_expression("1", ["d_k", "h"]))
     assert not same(d_k, parse_expression("d_k + 1e-6", ["d_k"]))
     # simplify would take ~13 s here: its budget ends it, and the probes decide.
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: a busy machine does not make it fail
     assert not same(d_k, parse_expression("(d_k+h+1)^64 - (d_k+h+2)^64", ["d_k", "h"]))
-    assert time.monotonic() - started < 5
+    assert time.process_time() - started < 5
     assert not same(d_k, parse_expression("exp(exp(exp(exp(d_k))))", ["d_k"]))  # no value at the probes
     assert number_value(parse_expression("1,048,576")) == 2**20
 
