@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from . import __version__, docker_backend
+from . import __version__, docker_backend, forked_grades
 from .docker_backend import DockerUnavailable
 from .gradescope import write_gradescope
 from .html_report import write_report
@@ -113,20 +113,39 @@ def _students(folder: Path) -> dict[str, Path]:
 
 
 def _grade_one(source: Path, out: Path, grade_args: list[str], timeout: float) -> str:
-    """Grade one submission in its own `grade` process, as single mode does; never raises."""
+    """Grade one submission in its own `grade` process, as single mode does; never raises. The
+    process is forked from a warm one where the platform has a fork server (forked_grades)."""
+    argv = [str(source), "--out", str(out), "--quiet", *grade_args]
+    log = out / "grade.log"
     try:
         out.mkdir(parents=True, exist_ok=True)
-        p = subprocess.run([sys.executable, "-m", "graders.cli", str(source), "--out", str(out), "--quiet", *grade_args],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout)
-        (out / "grade.log").write_text(p.stdout[-200_000:])
+        if forked_grades.available():
+            returncode = forked_grades.grade_forked(argv, log, timeout)
+            _keep_tail(log, 200_000)
+        else:
+            try:
+                p = subprocess.run([sys.executable, "-m", "graders.cli", *argv], stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, timeout=timeout)
+                returncode = p.returncode
+                log.write_text(p.stdout[-200_000:])
+            except subprocess.TimeoutExpired:
+                returncode = None
+        if returncode is None:
+            return f"grade took longer than {timeout:g} s"
         if (out / "results.json").exists():
-            return "graded" if p.returncode == 0 else "grader error"
-        reason = f"grade exited {p.returncode} without a report"
-    except subprocess.TimeoutExpired:
-        reason = f"grade took longer than {timeout:g} s"
+            return "graded" if returncode == 0 else "grader error"
+        return f"grade exited {returncode} without a report"
     except OSError as e:
-        reason = f"could not run grade: {e}"
-    return reason
+        return f"could not run grade: {e}"
+
+
+def _keep_tail(path: Path, size: int) -> None:
+    """A log cut to its last `size` bytes (a grade that printed without end)."""
+    if path.exists() and path.stat().st_size > size:
+        with open(path, "rb") as fh:
+            fh.seek(-size, os.SEEK_END)
+            tail = fh.read()
+        path.write_bytes(tail)
 
 
 def _done(path: Path) -> bool:

@@ -103,6 +103,11 @@ class Worker:
         self.starts = 0
         self.calls = 0
         self.peak_rss_kb = 0  # the largest peak resident memory any incarnation reported
+        # The first start's split, for timings: spawn to hello (Python and torch), then the
+        # submission's own imports.
+        self.boot_s: float | None = None
+        self.import_s: float | None = None
+        self._spawned_at = 0.0
         self._proc: subprocess.Popen | None = None
         self._poison: str | None = None
         self._stale = False
@@ -144,6 +149,7 @@ class Worker:
             self.sandbox.command(argv), cwd=self.scratch, env=self._env(), stdin=subprocess.DEVNULL, stdout=out_w,
             stderr=err_w, pass_fds=(req_r, rep_w), start_new_session=True, close_fds=True,
             preexec_fn=self.sandbox.preexec())
+        self._spawned_at = time.monotonic()
         self.sandbox.started(self._proc.pid)
         for fd in (req_r, rep_w, out_w, err_w):
             os.close(fd)
@@ -161,6 +167,10 @@ class Worker:
         hello = self._exchange(None, self.limits.import_timeout_s, "worker start-up (import torch)")
         self.landlock = hello.get("landlock") if isinstance(hello.get("landlock"), str) else None
         self.seccomp = hello.get("seccomp") is True
+        first = self.boot_s is None
+        if first:
+            self.boot_s = round(time.monotonic() - self._spawned_at, 3)
+        imports_began = time.monotonic()
         for module in list(self.modules):
             try:
                 self._exchange({"op": "import", "module": module}, self.limits.import_timeout_s,
@@ -173,6 +183,8 @@ class Worker:
                 self.modules.remove(module)
                 self._ensure()  # without the module that broke the worker
                 return
+        if first:
+            self.import_s = round(time.monotonic() - imports_began, 3)
         self._stale = False  # what the imports left running lives as long as this worker, like a daemon
 
     def launch(self) -> None:

@@ -136,7 +136,9 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
             start_error = None
         except WorkerError as e:
             start_error = str(e)
-        timings["worker_start_s"] = round(time.monotonic() - t, 3)
+        timings["worker_start_s"] = round(time.monotonic() - t, 3)  # the wait for it, after the imports above
+        timings.update({k: v for k, v in (("worker_boot_s", worker.boot_s), ("student_import_s", worker.import_s))
+                        if v is not None})
         broken = dict(intake.problems)
         for module, info in worker.import_errors.items():
             broken[f"{module}.py"] = _describe_import_error(module, info)

@@ -1,0 +1,49 @@
+"""`grade batch`'s grade processes (forked from a warm one): what the batch does when one of them
+runs past its timeout or refuses its arguments. Whether their grades equal the `grade` command's
+is test_html_report.py's batch test (15 submissions, hostile ones among them)."""
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REFERENCE
+from graders import forked_grades
+from graders.cli import _grade_one
+from graders.sandbox import capabilities
+
+pytestmark = pytest.mark.skipif(not forked_grades.available(), reason="no fork server on this platform")
+
+
+def _worker_pids() -> set[int]:
+    """Live processes whose command line names a worker's staged code (client.Worker's stage)."""
+    pids = set()
+    for entry in os.scandir("/proc"):
+        try:
+            if entry.name.isdigit() and b"grade-worker-" in Path(entry.path, "cmdline").read_bytes():
+                pids.add(int(entry.name))
+        except OSError:
+            pass
+    return pids
+
+
+def test_a_grade_past_the_batch_timeout_is_killed_and_said_so(tmp_path):
+    before = _worker_pids()
+    outcome = _grade_one(REFERENCE, tmp_path / "out", grade_args=[], timeout=1.5)
+    assert outcome == "grade took longer than 1.5 s"
+    assert not (tmp_path / "out" / "results.json").exists()
+    if capabilities().bwrap:  # bwrap's --die-with-parent: the worker goes with its grade
+        deadline = time.monotonic() + 10
+        while _worker_pids() - before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _worker_pids() - before
+
+
+def test_a_refused_grade_says_why_in_its_log(tmp_path):
+    log = tmp_path / "grade.log"
+    assert forked_grades.grade_forked([str(REFERENCE), "--assignment", "a9", "--out", str(tmp_path)], log, 60) == 2
+    assert "unknown assignment 'a9'" in log.read_text()
+    outcome = _grade_one(tmp_path / "missing.zip", tmp_path / "o", grade_args=["--limit", "nope=1"], timeout=60)
+    assert outcome == "grade exited 2 without a report"
+    assert "nope" in (tmp_path / "o" / "grade.log").read_text()
