@@ -19,7 +19,14 @@ PRELOAD = ("graders.cli", "graders.runner", "graders.check_session", "matplotlib
 
 
 def available() -> bool:
-    return "forkserver" in multiprocessing.get_all_start_methods()
+    """Where student code cannot reach the fork server. It listens on a Unix socket in a 0700
+    folder under the grader's TMPDIR, and whoever connects has code run in a trusted process; a
+    worker in bwrap has a /tmp of its own, one under another uid cannot enter the folder. A worker
+    of the grader's own uid that sees its /tmp (no bwrap, no uid drop) gets fresh processes instead."""
+    from .sandbox import capabilities
+
+    caps = capabilities()
+    return "forkserver" in multiprocessing.get_all_start_methods() and (caps.bwrap is not None or caps.uid)
 
 
 def _context() -> multiprocessing.context.BaseContext:

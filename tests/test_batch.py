@@ -13,7 +13,16 @@ from graders import forked_grades
 from graders.cli import _grade_one
 from graders.sandbox import capabilities
 
-pytestmark = pytest.mark.skipif(not forked_grades.available(), reason="no fork server on this platform")
+pytestmark = pytest.mark.skipif(not forked_grades.available(), reason="no fork server here, or workers could reach it")
+
+
+def test_no_fork_server_where_a_worker_could_reach_it(monkeypatch):
+    monkeypatch.setenv("GRADER_SANDBOX", "plain")  # a worker of the grader's uid that sees its /tmp
+    capabilities.cache_clear()
+    try:
+        assert not forked_grades.available()
+    finally:
+        capabilities.cache_clear()
 
 
 def _worker_pids() -> set[int]:
