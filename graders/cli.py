@@ -268,6 +268,12 @@ def _bundle_main(argv: list[str]) -> int:
 
     try:
         spec = load_spec(spec_path(args.assignment))
+        if spec.engine == "written":  # a key with a false claim must not reach the students
+            refused = _refused_claims(spec_path(args.assignment).parent / spec.key)
+            if refused:
+                print(f"grade gradescope-bundle: not bundled: claims of the key not true: {', '.join(refused)} "
+                      f"(grade check-key {spec_path(args.assignment).parent / spec.key} says why)", file=sys.stderr)
+                return 1
         path = write_bundle(spec, args.out)
         if args.dir:
             write_folder(spec, args.dir)
@@ -276,6 +282,17 @@ def _bundle_main(argv: list[str]) -> int:
         return 2
     print(f"bundle: {path}" + (f", unpacked in {args.dir}" if args.dir else ""))
     return 0
+
+
+def _refused_claims(key_path: Path) -> list[str]:
+    from .written.key import KeyProblem, load_key
+    from .written.keycheck import check_key, claim_limits
+
+    try:
+        key = load_key(key_path)
+    except KeyProblem as e:
+        raise ValueError(str(e)) from None
+    return [o.claim.id for o in check_key(key, claim_limits(key_path)) if not o.true]
 
 
 def _check_key_main(argv: list[str]) -> int:

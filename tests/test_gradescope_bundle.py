@@ -303,3 +303,26 @@ def test_another_assignments_bundle_grades_its_reference(runs):
     names = set(zipfile.ZipFile(run["root"].parent / "autograder-a2s1.zip").namelist())
     assert {"assignment/a2s1/spec.toml", "assignment/a2s1/checks/a2s1_checklib.py"} <= names
     assert not any(n.startswith(("assignment/a3/", "reference/a3/")) for n in names)
+
+
+def test_a_written_key_is_bundled_only_when_all_its_claims_hold(tmp_path):
+    p = subprocess.run([*GRADE, "gradescope-bundle", "--assignment", "written", "--out", str(tmp_path / "ok.zip")],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and (tmp_path / "ok.zip").exists(), p.stderr[-2000:]
+    # The same assignment under another name, its key with one claim made false (a TA's slip).
+    name = f"zz_false_claim_{os.getpid()}"
+    folder = REPO / "assignment" / name
+    shutil.copytree(REPO / "assignment" / "written", folder)
+    try:
+        spec = folder / "spec.toml"
+        spec.write_text(spec.read_text().replace('assignment = "written"', f'assignment = "{name}"'))
+        key = folder / "key.yaml"
+        assert key.read_text().count("4 * d_model**2 == 1048576") == 1
+        key.write_text(key.read_text().replace("4 * d_model**2 == 1048576", "3 * d_model**2 == 1048576"))
+        p = subprocess.run([*GRADE, "gradescope-bundle", "--assignment", name, "--out", str(tmp_path / "bad.zip")],
+                           cwd=REPO, capture_output=True, text=True, timeout=300)
+    finally:
+        shutil.rmtree(folder)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "not bundled: claims of the key not true: projection_count (grade check-key" in p.stderr
+    assert not (tmp_path / "bad.zip").exists()
