@@ -135,8 +135,8 @@ def _grade_one(source: Path, out: Path, grade_args: list[str], timeout: float) -
         if (out / "results.json").exists():
             return "graded" if returncode == 0 else "grader error"
         return f"grade exited {returncode} without a report"
-    except OSError as e:
-        return f"could not run grade: {e}"
+    except Exception as e:  # e.g. a fork server that could not start: that student's row says so
+        return f"could not run grade: {type(e).__name__}: {e}"
 
 
 def _keep_tail(path: Path, size: int) -> None:
