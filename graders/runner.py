@@ -105,10 +105,10 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
         if spec.engine == "written":
             from .written.grading import check_answers
 
-            checked, warnings = check_answers(spec, intake)
+            checked, warnings, problems = check_answers(spec, intake)
             items = [score_item(item, [checked[c.name] for c in item.checks]) for item in spec.items]
-            return _results(source, spec, intake, items, started, timings=timings, problems=dict(intake.problems),
-                            warnings=warnings)
+            return _results(source, spec, intake, items, started, timings=timings,
+                            problems={**intake.problems, **problems}, warnings=warnings)
         modules = [m for m in spec.modules() if f"{m}.py" in intake.files]
         spare = spec.limits.worker_count() > 1 and any(i.own_worker for i in spec.items)
         if spare:  # its own copy: in a plain sandbox the two would share a folder

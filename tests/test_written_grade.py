@@ -71,6 +71,13 @@ def test_no_key_value_in_what_students_read(graded):
     assert "Graded by hand" in page and "saturates" not in page  # the manual rubric stays with the graders
 
 
+def test_a_file_that_cannot_be_read_is_named_once_in_problems(graded):
+    r = graded["alias_bomb"]
+    assert list(r["problems"]) == ["answers.yaml"] and "line 1" in r["problems"]["answers.yaml"]
+    assert all(r["problems"]["answers.yaml"] in messages(r, q) for q in AUTO)  # each item still says why
+    assert graded["reference"]["problems"] == {} and "answers.yaml" in graded["missing"]["problems"]
+
+
 def test_an_expression_is_never_run(graded):
     assert "uses attribute access" in messages(graded["code_is_data"], "2a")
     assert not __import__("pathlib").Path("/tmp/pwned").exists()

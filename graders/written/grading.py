@@ -9,8 +9,9 @@ from .answers import AnswersProblem, answer_warnings, grade_answers, load_answer
 from .key import load_key
 
 
-def check_answers(spec: Spec, intake: Intake) -> tuple[dict[str, CheckResult], list[str]]:
-    """Every auto-graded check's result by name, and warnings (ids the key does not have)."""
+def check_answers(spec: Spec, intake: Intake) -> tuple[dict[str, CheckResult], list[str], dict[str, str]]:
+    """Every auto-graded check's result by name, warnings (ids the key does not have), and the
+    problem of the answers file as a whole (missing, not YAML, ...), by file, if it has one."""
     key = load_key(assignment_dir(spec) / spec.key)
     [name] = spec.required_files
     try:
@@ -20,5 +21,5 @@ def check_answers(spec: Spec, intake: Intake) -> tuple[dict[str, CheckResult], l
     except AnswersProblem as e:
         failed = {c.name: CheckResult(name=c.name, title=c.title, weight=c.weight, status="failed", message=str(e))
                   for item in spec.items for c in item.checks}
-        return failed, []
-    return grade_answers(key, answers), answer_warnings(key, answers)
+        return failed, [], {name: str(e)}
+    return grade_answers(key, answers), answer_warnings(key, answers), {}
