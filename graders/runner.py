@@ -16,6 +16,7 @@ from .pngfile import MAX_PLOT_BYTES, read_png
 from .results import CheckResult, Output, Results, Submission, Training
 from .scoring import score_item
 from .spec import Spec
+from .upstream import with_upstream_notes
 
 def _describe_import_error(module: str, info: dict) -> str:
     name = f"{module}.py"
@@ -149,6 +150,7 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
                            spare=workers[1] if len(workers) > 1 and not broken else None)
         t = time.monotonic()
         checked, seconds = run_checks(ctx, deadline)
+        checked = with_upstream_notes(spec, checked, broken)
         timings["checks_s"] = round(time.monotonic() - t, 3)
         timings.update({f"item {k} s": round(v, 3) for k, v in seconds.items()})
         timings["student_calls"] = sum(w.calls for w in workers)  # requests that ran student code

@@ -22,6 +22,9 @@ class Check(_Strict):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="the hidden test is test_<name>")
     weight: float = Field(ge=0)
     title: str = ""
+    uses: tuple[str, ...] = Field((), description="items whose student code this check also runs (e.g. the block's "
+                                  "check runs the student's attention): when one of them fails on its own, the "
+                                  "failure's message says it may be the cause")
 
 
 Visibility = Literal["visible", "hidden", "after_due_date", "after_published"]
@@ -187,6 +190,10 @@ class Spec(_Strict):
             unknown = set(item.needs) - set(self.required_files)
             if unknown:
                 raise ValueError(f"item {item.id} needs files not in required_files: {sorted(unknown)}")
+            for check in item.checks:
+                wrong = [u for u in check.uses if u not in ids or u == item.id]
+                if wrong:
+                    raise ValueError(f"check {check.name} uses {', '.join(wrong)}: not another item of this spec")
         return self
 
     def points(self, bonus: bool = False) -> float:

@@ -3,6 +3,8 @@ implementation scores full marks; a bug that is a known mistake is named, exactl
 no variant is ever told of a mistake it did not make. The corpus (tests/corpus/variants.py) is
 checked against the reference outside the grader by tests/corpus/verify_variants.py."""
 
+import re
+
 import pytest
 from conftest import REFERENCE, TEST_LIMITS, grade_all, items, lost, messages, write_zip
 
@@ -77,3 +79,41 @@ def test_correct_but_different_scores_full_marks(corpus_graded, variant):
     assert r["score"] == 30, f"{variant.name}: {failed}"
     assert not diagnoses(r)
     assert items(r)["utils"]["status"] == "passed"
+
+
+# bug -> {item: the items its failing checks point at as the likely cause}; {}: no pointer anywhere
+# (the bug is in the item that fails, whose own checks say so).
+UPSTREAM = {
+    "mlp_relu": {i: {"3(a)ii"} for i in ("3(a)iv", "3(a)v", "3(a)vi", "3(b)ii")},
+    "attn_no_mask": {i: {"3(a)iii"} for i in ("3(a)iv", "3(a)v", "3(a)vi", "3(b)ii")},
+    "block_post_norm": {i: {"3(a)iv"} for i in ("3(a)v", "3(a)vi", "3(b)ii")},
+    "forward_no_positions": {i: {"3(a)v"} for i in ("3(a)vi", "3(b)ii")},
+    "forward_returns_probs": {"3(b)ii": {"3(a)v"}},
+    "loss_sum": {},
+    "generate_one_short": {},
+}
+
+
+def upstream_notes(results: dict) -> dict[str, set[str]]:
+    notes: dict[str, set[str]] = {}
+    for item in results["items"]:
+        for c in item["checks"]:
+            m = re.search(r"This check also runs your (.*?), which fails? (its|their) own checks", c["message"])
+            if m:
+                notes.setdefault(item["id"], set()).update(re.findall(r"\((\d\([a-c]\)[iv]*)\)", m.group(1)))
+    return notes
+
+
+def test_upstream_expectations_name_corpus_bugs():
+    assert set(UPSTREAM) <= {v.name for v in BUGS}
+
+
+@pytest.mark.parametrize("variant", BUGS, ids=lambda v: v.name)
+def test_a_downstream_failure_points_at_the_item_that_fails_on_its_own(corpus_graded, variant):
+    r = corpus_graded[variant.name]
+    notes = upstream_notes(r)
+    failing = {i["id"] for i in r["items"] if any(c["status"] == "failed" for c in i["checks"])}
+    for item, named in notes.items():
+        assert named and named <= failing - {item}, f"{variant.name}: {item} points at {named}"
+    if variant.name in UPSTREAM:
+        assert notes == UPSTREAM[variant.name], notes

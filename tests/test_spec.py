@@ -1,5 +1,7 @@
 from pathlib import Path
 
+import re
+
 import pytest
 
 from graders.spec import SpecError, assignments, load_spec, spec_path
@@ -50,6 +52,14 @@ def test_duplicate_check_names_are_refused(tmp_path):
     bad = tmp_path / "spec.toml"
     bad.write_text(A3.read_text().replace('name = "mlp_position_wise"', 'name = "mlp_agrees"'))
     with pytest.raises(SpecError, match="duplicate check name: mlp_agrees"):
+        load_spec(bad)
+
+
+@pytest.mark.parametrize("uses", ['"3(a)vii"', '"3(a)iv"'])  # no such item; the check's own item
+def test_a_check_uses_only_other_items_of_the_spec(tmp_path, uses):
+    bad = tmp_path / "spec.toml"
+    bad.write_text(A3.read_text().replace('uses = ["3(a)ii", "3(a)iii"]', f"uses = [{uses}]"))
+    with pytest.raises(SpecError, match=rf"check block_agrees uses {re.escape(uses[1:-1])}: not another item"):
         load_spec(bad)
 
 
