@@ -17,6 +17,7 @@ from .docker_backend import DockerUnavailable
 from .gradescope import write_gradescope
 from .html_report import write_report
 from .results import Results, Submission
+from .sandbox import kill_tree
 from .spec import Spec, SpecError, load_spec, spec_path
 from .summary import write_summary
 
@@ -121,15 +122,17 @@ def _grade_one(source: Path, out: Path, grade_args: list[str], timeout: float) -
         out.mkdir(parents=True, exist_ok=True)
         if forked_grades.available():
             returncode = forked_grades.grade_forked(argv, log, timeout)
-            _keep_tail(log, 200_000)
         else:
-            try:
-                p = subprocess.run([sys.executable, "-m", "graders.cli", *argv], stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, timeout=timeout)
-                returncode = p.returncode
-                log.write_text(p.stdout[-200_000:])
-            except subprocess.TimeoutExpired:
-                returncode = None
+            with open(log, "wb") as fh:
+                proc = subprocess.Popen([sys.executable, "-m", "graders.cli", *argv], stdout=fh,
+                                        stderr=subprocess.STDOUT)
+                try:
+                    returncode = proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    kill_tree(proc.pid)  # its workers too: without bwrap they would not die with it
+                    proc.wait()
+                    returncode = None
+        _keep_tail(log, 200_000)
         if returncode is None:
             return f"grade took longer than {timeout:g} s"
         if (out / "results.json").exists():

@@ -13,6 +13,8 @@ import sys
 import traceback
 from pathlib import Path
 
+from .sandbox import capabilities, kill_tree
+
 # What a grade imports on its way (runner.grade's own list); the fork server imports them once.
 PRELOAD = ("graders.cli", "graders.runner", "graders.check_session", "matplotlib.figure",
            "matplotlib.backends.backend_agg")
@@ -23,8 +25,6 @@ def available() -> bool:
     folder under the grader's TMPDIR, and whoever connects has code run in a trusted process; a
     worker in bwrap has a /tmp of its own, one under another uid cannot enter the folder. A worker
     of the grader's own uid that sees its /tmp (no bwrap, no uid drop) gets fresh processes instead."""
-    from .sandbox import capabilities
-
     caps = capabilities()
     return "forkserver" in multiprocessing.get_all_start_methods() and (caps.bwrap is not None or caps.uid)
 
@@ -64,8 +64,7 @@ def grade_forked(argv: list[str], log: Path, timeout: float) -> int | None:
     process.start()
     process.join(timeout)
     if process.is_alive():
-        process.kill()
+        kill_tree(process.pid)  # its workers too: without bwrap they would not die with it
         process.join()
         return None
     return process.exitcode
-

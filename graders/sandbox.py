@@ -213,6 +213,42 @@ def kill_until_gone(find: Callable[[], list[int]]) -> None:
         time.sleep(0.02)
 
 
+def _descendants(pid: int) -> list[int]:
+    """Every live process below `pid`, by parent links in /proc (workers in sessions of their
+    own included)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL `pid` and everything below it. It is stopped first, so it neither starts more
+    nor dies before its children are found (an orphan would leave the tree for init)."""
+    try:
+        os.kill(pid, signal.SIGSTOP)
+    except OSError:
+        return
+    kill_until_gone(functools.partial(_descendants, pid))
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
 def _pids_of_uid(uid: int) -> list[int]:
     """Every process of `uid` (a daemon that left the process group included)."""
     pids = []

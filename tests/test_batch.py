@@ -8,21 +8,26 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REFERENCE
+from conftest import REFERENCE, edited, write_zip
 from graders import forked_grades
 from graders.cli import _grade_one
 from graders.sandbox import capabilities
 
-pytestmark = pytest.mark.skipif(not forked_grades.available(), reason="no fork server here, or workers could reach it")
+FORKED = pytest.mark.skipif(not forked_grades.available(), reason="no fork server here, or workers could reach it")
 
 
-def test_no_fork_server_where_a_worker_could_reach_it(monkeypatch):
-    monkeypatch.setenv("GRADER_SANDBOX", "plain")  # a worker of the grader's uid that sees its /tmp
+@pytest.fixture
+def sandbox_mode(request, monkeypatch):
+    """GRADER_SANDBOX for this test and the grades it starts, probed afresh."""
+    monkeypatch.setenv("GRADER_SANDBOX", request.param)
     capabilities.cache_clear()
-    try:
-        assert not forked_grades.available()
-    finally:
-        capabilities.cache_clear()
+    yield request.param
+    capabilities.cache_clear()
+
+
+@pytest.mark.parametrize("sandbox_mode", ["plain"], indirect=True)
+def test_no_fork_server_where_a_worker_could_reach_it(sandbox_mode):
+    assert not forked_grades.available()  # plain: a worker of the grader's uid that sees its /tmp
 
 
 def _worker_pids() -> set[int]:
@@ -37,18 +42,24 @@ def _worker_pids() -> set[int]:
     return pids
 
 
-def test_a_grade_past_the_batch_timeout_is_killed_and_said_so(tmp_path):
+# auto: a forked grade where the fork server is safe; plain: a fresh grade process and a worker
+# without bwrap, in a session of its own, which nothing but the batch's kill of the tree stops.
+@pytest.mark.parametrize("sandbox_mode", ["auto", "plain"], indirect=True)
+def test_a_grade_past_the_batch_timeout_is_killed_with_its_worker(tmp_path, sandbox_mode):
+    # The worker sleeps in the submission's import (the grade would wait 60 s for it) when the
+    # batch's timeout ends the grade: only killing the whole tree ends the worker too.
+    files = edited("utils.py", "import torch\n", "import time\nimport torch\ntime.sleep(600)\n")
     before = _worker_pids()
-    outcome = _grade_one(REFERENCE, tmp_path / "out", grade_args=[], timeout=1.5)
-    assert outcome == "grade took longer than 1.5 s"
+    outcome = _grade_one(write_zip(tmp_path / "sleeper.zip", files), tmp_path / "out", grade_args=[], timeout=5)
+    assert outcome == "grade took longer than 5 s"
     assert not (tmp_path / "out" / "results.json").exists()
-    if capabilities().bwrap:  # bwrap's --die-with-parent: the worker goes with its grade
-        deadline = time.monotonic() + 10
-        while _worker_pids() - before and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _worker_pids() - before
+    deadline = time.monotonic() + 10
+    while _worker_pids() - before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _worker_pids() - before
 
 
+@FORKED
 def test_a_refused_grade_says_why_in_its_log(tmp_path):
     log = tmp_path / "grade.log"
     assert forked_grades.grade_forked([str(REFERENCE), "--assignment", "a9", "--out", str(tmp_path)], log, 60) == 2
