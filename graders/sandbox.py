@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -213,10 +213,8 @@ def kill_until_gone(find: Callable[[], list[int]]) -> None:
         time.sleep(0.02)
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every live process below `pid`, by parent links in /proc (workers in sessions of their
-    own included)."""
-    children: dict[int, list[int]] = {}
+def _processes() -> Iterator[tuple[int, str, int]]:
+    """(pid, state, parent pid) of every process in /proc (state "Z": a zombie)."""
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -225,8 +223,16 @@ def _descendants(pid: int) -> list[int]:
                 fields = fh.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if fields[0] != "Z":
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
+        yield int(entry.name), fields[0], int(fields[1])
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live process below `pid`, by parent links in /proc (workers in sessions of their
+    own included)."""
+    children: dict[int, list[int]] = {}
+    for child, state, parent in _processes():
+        if state != "Z":
+            children.setdefault(parent, []).append(child)
     found, todo = [], [pid]
     while todo:
         for child in children.get(todo.pop(), []):
@@ -289,18 +295,10 @@ def orphans() -> list[int]:
     """Our children that are not live workers (reaping those already dead: what a killed one
     leaves comes to us in turn)."""
     me, pids = os.getpid(), []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit() or int(entry.name) in _workers:
+    for pid, state, parent in _processes():
+        if parent != me or pid in _workers:
             continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) != me:
-            continue
-        pid = int(entry.name)
-        if fields[0] != "Z":
+        if state != "Z":
             pids.append(pid)
         try:
             os.waitpid(pid, os.WNOHANG)
