@@ -71,6 +71,13 @@ def check_key(key: AnswerKey, limits: Limits, timeout_s: float = CLAIM_TIMEOUT_S
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def check_key_file(path: Path, timeout_s: float = CLAIM_TIMEOUT_S) -> list[ClaimOutcome]:
+    """check_key on the key at `path`, under the limits of the assignment whose folder holds it;
+    an invalid key or spec raises KeyProblem or SpecError before any claim runs."""
+    key, limits = load_key(path), claim_limits(path)
+    return check_key(key, limits, timeout_s)
+
+
 def claim_limits(key_path: Path) -> Limits:
     """The limits of the assignment whose folder holds the key; a key elsewhere gets the defaults."""
     spec = key_path.resolve().parent / "spec.toml"
@@ -92,12 +99,10 @@ def main(argv: list[str]) -> int:
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
     try:
-        key = load_key(args.key)
-        limits = claim_limits(args.key)
+        outcomes = check_key_file(args.key, args.timeout)
     except (KeyProblem, SpecError) as e:
         print(f"grade check-key: {e}", file=sys.stderr)
         return 2
-    outcomes = check_key(key, limits, args.timeout)
     for line in report(outcomes):
         print(line)
     refused = [o.claim.id for o in outcomes if not o.true]
