@@ -99,6 +99,7 @@ class Worker:
         self.scratch, self.limits = scratch, limits
         self.modules = list(modules)
         self.import_errors: dict[str, dict] = {}
+        self.import_notes: dict[str, dict] = {}  # module -> how its import was retried (postponed annotations)
         self.stdout, self.stderr = CapturedStream(limits.output_cap_bytes), CapturedStream(limits.output_cap_bytes)
         self.starts = 0
         self.calls = 0
@@ -173,8 +174,10 @@ class Worker:
         imports_began = time.monotonic()
         for module in list(self.modules):
             try:
-                self._exchange({"op": "import", "module": module}, self.limits.import_timeout_s,
-                               f"import of {module}.py")
+                reply = self._exchange({"op": "import", "module": module}, self.limits.import_timeout_s,
+                                       f"import of {module}.py")
+                if isinstance(reply.get("postponed_annotations"), dict):
+                    self.import_notes[module] = reply["postponed_annotations"]
             except StudentError as e:
                 self.import_errors[module] = e.info
                 self.modules.remove(module)

@@ -16,9 +16,11 @@ from .pngfile import MAX_PLOT_BYTES, read_png
 from .results import CheckResult, Output, Results, Submission, Training
 from .scoring import score_item
 from .spec import Spec
-from .upstream import with_upstream_notes
+from .upstream import apply_policy
 
-def _describe_import_error(module: str, info: dict) -> str:
+def _describe_import_error(module: str, info: dict, problems: dict[str, str]) -> str:
+    """Why `module` could not be imported, in words; `problems` are intake's, per file: a module that
+    imports a file intake refused (a syntax error) is named as blocked by that file, not as missing."""
     name = f"{module}.py"
     if info.get("type") == "WorkerError":
         return f"{name} could not be imported: {info['message']}"
@@ -26,16 +28,41 @@ def _describe_import_error(module: str, info: dict) -> str:
     where = info.get("file") or name
     if info.get("type") == "SystemExit":
         return f"{name} {info['message'].replace(' was called', '')} at import ({where}{loc})"
-    if info.get("missing_module"):
-        return (f"{name} failed at import ({where}{loc}): it imports '{info['missing_module']}', "
+    missing = info.get("missing_module")
+    if missing and f"{missing}.py" in problems:
+        return (f"{name} could not be graded: it imports {missing}, and {missing}.py could not be loaded "
+                f"({problems[f'{missing}.py']})")
+    if missing:
+        return (f"{name} failed at import ({where}{loc}): it imports '{missing}', "
                 "which is not a module of the submission or of the grading environment")
     return f"{name} failed at import ({where}{loc}): {info.get('type')}: {info.get('message')}"
+
+
+def _postponed_note(module: str, note: dict) -> str:
+    """The warning for a module imported with postponed annotations (worker data: shown, clipped)."""
+    line = note.get("line") if isinstance(note.get("line"), int) else "?"
+    error, python = str(note.get("error", ""))[:300], str(note.get("python", ""))[:20]
+    return (f"{module}.py, line {line}: evaluating an annotation failed on Python {python} ({error}). The file "
+            "looks written for Python 3.14, which never evaluates annotations at import, so it was imported with "
+            "postponed evaluation of annotations (as `from __future__ import annotations` does) and graded that "
+            "way; nothing else about the code was changed")
 
 
 def _rejected(source: Path, spec: Spec, intake: Intake, reason: str, started: float) -> Results:
     items = [score_item(i, [CheckResult(name=c.name, title=c.title, weight=c.weight, status="failed", message=reason)
                             for c in i.checks]) for i in spec.items]
     return _results(source, spec, intake, items, started, grader_error=None, problems={"submission": reason})
+
+
+def _quiet_advice(spec: Spec, checked: dict[str, CheckResult], broken: dict[str, str]) -> dict[str, CheckResult]:
+    """Advice is about behaviour that ran: a warning item whose files are broken says nothing."""
+    quiet = dict(checked)
+    for item in spec.items:
+        if item.report_as == "warning" and any(f in broken for f in item.needs):
+            for c in item.checks:
+                if c.name in quiet:
+                    quiet[c.name] = quiet[c.name].model_copy(update={"status": "not_applicable"})
+    return quiet
 
 
 def _results(source: Path, spec: Spec, intake: Intake, items, started: float, **extra) -> Results:
@@ -142,7 +169,7 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
                         if v is not None})
         broken = dict(intake.problems)
         for module, info in worker.import_errors.items():
-            broken[f"{module}.py"] = _describe_import_error(module, info)
+            broken[f"{module}.py"] = _describe_import_error(module, info, intake.problems)
         if start_error:
             for f in spec.required_files:  # a notebook runs in this worker too
                 broken.setdefault(f, f"the worker could not start: {start_error}")
@@ -150,7 +177,7 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
                            spare=workers[1] if len(workers) > 1 and not broken else None)
         t = time.monotonic()
         checked, seconds = run_checks(ctx, deadline)
-        checked = with_upstream_notes(spec, checked, broken)
+        checked = apply_policy(spec, _quiet_advice(spec, checked, broken), broken)
         timings["checks_s"] = round(time.monotonic() - t, 3)
         timings.update({f"item {k} s": round(v, 3) for k, v in seconds.items()})
         timings["student_calls"] = sum(w.calls for w in workers)  # requests that ran student code
@@ -159,8 +186,10 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
         warnings = [f"{c.title}: {c.message}" for i in items if i.status == "warning"
                     for c in i.checks if c.status not in ("passed", "not_applicable")]
         timings["worker_peak_rss_mb"] = round(max(w.peak_rss_kb for w in workers) / 1024, 1)
+        notes = {m: n for w in workers for m, n in w.import_notes.items()}
+        warnings = [_postponed_note(m, n) for m, n in sorted(notes.items())] + warnings + ctx.extra_warnings
         results = _results(source, spec, intake, items, started, timings=timings,
-                           problems=broken, training=ctx.training, warnings=warnings + ctx.extra_warnings,
+                           problems=broken, training=ctx.training, warnings=warnings,
                            output=_output(workers, spec.limits.output_cap_bytes), sandbox=worker.layers,
                            sandbox_notes=list(worker.sandbox.caps.notes))
     finally:

@@ -127,6 +127,13 @@ class Gradescope(_Strict):
         return self
 
 
+class Scoring(_Strict):
+    policy: Literal["charge_once", "cascade"] = Field(
+        "charge_once", description="charge_once: a failed check that also runs another item's code (its `uses`) is "
+        "excused, its weight moved to its item's other checks, when that item fails a check of its own, so one bug "
+        "costs points once, where it is; cascade: every check that runs the bug loses its weight")
+
+
 Params = dict[str, bool | int | float | str | tuple[int | float | str, ...]]
 
 
@@ -156,6 +163,7 @@ class Spec(_Strict):
     params: Params = Field(default_factory=dict, description="the assignment's own constants, read by its checks")
     items: tuple[Item, ...] = ()
     gradescope: Gradescope = Gradescope()
+    scoring: Scoring = Scoring()
     stdout_visibility: Visibility = Field(
         "hidden", description="when students see what their code printed (Gradescope's stdout_visibility)")
 

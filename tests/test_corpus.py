@@ -98,7 +98,8 @@ def upstream_notes(results: dict) -> dict[str, set[str]]:
     notes: dict[str, set[str]] = {}
     for item in results["items"]:
         for c in item["checks"]:
-            m = re.search(r"This check also runs your (.*?), which fails? (its|their) own checks", c["message"])
+            # cascade's note, or charge once's "not charged here: this check also runs your ..."
+            m = re.search(r"[Tt]his check also runs your (.*?), which fails? (its|their) own checks", c["message"])
             if m:
                 notes.setdefault(item["id"], set()).update(re.findall(r"\((\d\([a-c]\)[iv]*)\)", m.group(1)))
     return notes

@@ -15,6 +15,7 @@ from graders.reference import REPO, load_reference
 sys.path.insert(0, str(REPO / "assignment" / "a3" / "checks"))
 import a3_checklib as lib  # noqa: E402
 import a3_fingerprints as fp  # noqa: E402
+from test_utils import to_hf  # noqa: E402  the converter check's own inverse of the converter
 
 REF = load_reference("reference/a3", ("utils", "model_solution")).model_solution
 # Several heads, batch > 1, T < context; the last with a vocabulary smaller than the context, so
@@ -38,6 +39,8 @@ def _families(case: lib.Case) -> dict[str, tuple[torch.Tensor, list[Fingerprint]
     n = 3
     prompt = ids[:, :case.context_length - n]
     greedy = model.generate(prompt, n)
+    ours = {k: v.float() for k, v in model.state_dict().items()}
+    hf = to_hf(ours, case.n_layers)
     with torch.no_grad():
         return {
             "mlp": (mlp(x), fp.mlp(mlp, x)),
@@ -47,6 +50,7 @@ def _families(case: lib.Case) -> dict[str, tuple[torch.Tensor, list[Fingerprint]
                                                list(model.backbone), model.final_layer_norm, model.lm_head.weight, ids)),
             "generate": (greedy.double(), fp.generate(model, prompt, n)),
             "loss": (lib.next_token_loss(model(ids), ids), fp.loss(model, ids)),
+            "converter": (fp.flat_state(ours), fp.converter(ours, hf, case.n_layers)),
         }
 
 
@@ -153,3 +157,116 @@ def test_every_explanation_is_used():
     ids |= {name for name in fp.EXPLANATIONS if f'fp.known("{name}")' in checks}
     ids.add("attn_row_fully_masked")
     assert set(fp.EXPLANATIONS) == ids
+
+
+def test_a_crash_on_big_token_ids_is_explained_only_by_positions_from_tokens():
+    """Transformer.forward crashed: the same input with token ids below context_length tells a position
+    table looked up by token ids, and nothing else."""
+    case = CASES[0]  # vocabulary 23, context 8: token ids past the position table
+    model = _model("Transformer", case)
+    ids = lib.tokens(case, lib.generator(case, 1, 1))
+    parts = (model.embeddings.weight, model.position_embeddings.weight, list(model.backbone), model.final_layer_norm,
+             model.lm_head.weight)
+    by_id = {f.id: f for f in fp.forward(*parts, ids % case.context_length)}
+    with torch.no_grad():
+        mistaken = lambda small: next(f for f in fp.forward(*parts, small)  # noqa: E731
+                                      if f.id == "forward_positions_from_tokens").output().float()
+        assert fp.forward_small_ids(mistaken, *parts, ids).id == "forward_positions_from_tokens"
+        assert fp.forward_small_ids(lambda small: model(small), *parts, ids) is None
+        no_norm = lambda small: next(f for f in fp.forward(*parts, small) if f.id == "forward_no_final_norm").output()  # noqa: E731
+        assert fp.forward_small_ids(no_norm, *parts, ids) is None  # another mistake does not explain the crash
+        assert fp.forward_small_ids(mistaken, *parts, ids % case.context_length) is None  # nothing to retry
+    assert "forward_positions_from_tokens" in by_id
+
+
+# -- the training run ---------------------------------------------------------------------------
+TRAIN_CASE = lib.Case(16, 2, 1, 12, 24, 8, 12, 0)
+
+
+class _LocalA3:
+    """A3's build and call, on the reference in this process: the worker's replies as wire data."""
+
+    def __init__(self, loss=None):
+        self.models, self.loss = {}, loss
+
+    def build(self, cls, case, state, handle="m"):
+        model = getattr(REF, cls)(REF.ModelConfig(**case.config))
+        model.load_state_dict(state)
+        self.models[handle] = model
+
+    def call(self, handle, cls, method, *args, grad=False):
+        model = self.models[handle]
+        model.zero_grad(set_to_none=True)
+        out = (self.loss(model, *args) if self.loss else model.get_loss_on_batch(*args)) \
+            if method == "get_loss_on_batch" else None
+        reply = {"out": {"kind": "tensor", "array": out.detach().numpy()}}
+        if grad and out.requires_grad:
+            out.backward()
+            reply["grads"] = {n: {"array": p.grad.numpy()} for n, p in model.named_parameters() if p.grad is not None}
+        return reply
+
+
+def _run(data, lr=3e-3, step=True, fake_record=False):
+    """A reference training run on `data` as the worker replies it (initial and final weights, record)."""
+    torch.manual_seed(0)
+    model = REF.Transformer(REF.ModelConfig(**TRAIN_CASE.config))
+    initial = {k: v.clone() for k, v in model.state_dict().items()}
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    losses, steps = [], len(data) // TRAIN_CASE.batch
+    for s in range(steps):
+        optimizer.zero_grad()
+        loss = model.get_loss_on_batch(data[s * TRAIN_CASE.batch:(s + 1) * TRAIN_CASE.batch])
+        loss.backward()
+        if step:
+            optimizer.step()
+        losses.append(loss.item() * (1 - s / (2 * steps)) if fake_record else loss.item())
+    wire = lambda state: {k: {"array": v.detach().numpy().copy()} for k, v in state.items()}  # noqa: E731
+    return {"initial": wire(initial), "final": wire(model.state_dict()), "recorded": {"losses": losses}}, steps
+
+
+def _evidence(run, data, lr=3e-3, a3=None):
+    reply, steps = run
+    names = [n for n, _ in REF.Transformer(REF.ModelConfig(**TRAIN_CASE.config)).named_parameters()]
+    return fp.training_evidence(a3 or _LocalA3(), TRAIN_CASE, reply, data, names, TRAIN_CASE.batch, lr, steps)
+
+
+@pytest.fixture(scope="module")
+def train_data():
+    from graders.synthdata import make_source, sample_chunks
+
+    return sample_chunks(make_source(TRAIN_CASE.vocab_size, 4, 0), 40 * TRAIN_CASE.batch, TRAIN_CASE.length, 1)
+
+
+def test_training_diagnoses_fire_on_their_loops_and_never_on_a_correct_one(train_data):
+    right = _evidence(_run(train_data), train_data)
+    assert right.moved > 0 and right.grads_reach and fp.training(right) is None
+    assert fp.training(_evidence(_run(train_data, lr=1e-3), train_data)) is None  # 3x smaller: still moves
+    assert fp.training(_evidence(_run(train_data, step=False), train_data)).id == "training_params_unchanged"
+    slow = _evidence(_run(train_data, lr=1e-5), train_data)
+    assert fp.training(slow).id == "training_lr_ignored", slow
+    fake = _evidence(_run(train_data, step=False, fake_record=True), train_data)
+    told = fp.training(fake)
+    assert told.id == "training_losses_not_the_models" and "never changed" in told.explanation, fake
+
+
+def test_training_diagnoses_need_their_evidence(train_data):
+    """Unchanged weights with a loss that gives no gradient are the loss's mistake, not the loop's;
+    without a record (or a record that cannot be recomputed) only the weights speak."""
+    reply, steps = _run(train_data, step=False)
+    detached = _LocalA3(loss=lambda model, ids: torch.tensor(model.get_loss_on_batch(ids).item(), requires_grad=True))
+    assert fp.training(_evidence((reply, steps), train_data, a3=detached)) is None
+    unrecorded = {**reply, "recorded": None}
+    assert fp.training(_evidence((unrecorded, steps), train_data)).id == "training_params_unchanged"
+    e = _evidence((reply, steps), train_data)
+    e.recorded = (e.recomputed[0], e.recomputed[1] + 0.2 * fp.LOSS_GAP * e.recomputed[0])  # noise, far inside
+    assert fp.training(e).id == "training_params_unchanged"
+    e.recorded = (e.recomputed[0], e.recomputed[1] - 5 * fp.LOSS_GAP * e.recomputed[0])  # a made-up fall
+    assert fp.training(e).id == "training_losses_not_the_models"
+
+
+def test_training_thresholds_keep_their_margins():
+    """The measured runs (see a3_fingerprints): the spec's run at lr 3e-3 moves its most-moved weight
+    0.31 and at lr 1e-5 0.0012; a correct record is within 2% of the recomputation, a made-up one 50%."""
+    implied = 3e-3 * 100
+    assert 0.31 > 10 * implied / fp.LR_SHORTFALL and 0.0012 < implied / fp.LR_SHORTFALL / 5
+    assert 0.02 * 5 <= fp.LOSS_GAP <= 0.5 / 5

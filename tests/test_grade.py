@@ -76,11 +76,19 @@ def test_warnings_cost_no_points(graded, case, words):
     assert any(words in w for w in r["warnings"]), r["warnings"]
 
 
-def test_broken_attention_keeps_the_block_wiring_points(graded):
+def test_broken_attention_is_charged_once(graded):
+    """The block's check that runs the broken attention is excused (charge once): the block keeps
+    its points through its stand-in check, and the excused check says what it found."""
     r = graded["raise_in_attention"]
     assert items(r)["3(a)ii"]["score"] == 1
-    block = {c["name"]: c["status"] for c in items(r)["3(a)iv"]["checks"]}
-    assert block == {"block_agrees": "failed", "block_wiring": "passed"}
+    block = {c["name"]: c for c in items(r)["3(a)iv"]["checks"]}
+    assert {n: c["status"] for n, c in block.items()} == {"block_agrees": "not_applicable", "block_wiring": "passed"}
+    assert items(r)["3(a)iv"]["score"] == 2
+    assert block["block_agrees"]["message"].startswith("not charged here: this check also runs your "
+                                                       "CausalAttention.forward (3(a)iii), which fails its own checks")
+    assert "What this check found: ValueError in DecoderBlock.forward (model_solution.py, line" in block["block_agrees"]["message"]
+    # the training run needs the attention and has no check without it: charged there too (test_fairness)
+    assert {i["id"] for i in r["items"] if i["score"] < i["max_score"] and not i["bonus"]} == {"3(a)iii", "3(b)iii"}
     assert "ValueError in CausalAttention.forward (model_solution.py, line" in messages(r, "3(a)iii")
 
 

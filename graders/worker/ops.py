@@ -2,10 +2,10 @@
 
 import ast
 import builtins
-import copy
 import importlib
 import linecache
 import os
+import platform
 import sys
 import traceback
 from pathlib import Path
@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import standins
+from . import annotations, standins, training
 
 _WIRE_DTYPES = {torch.float32, torch.float64, torch.float16, torch.int64, torch.int32, torch.int16,
                 torch.int8, torch.uint8, torch.bool}
@@ -113,8 +113,21 @@ class Ops:
 
     # -- modules -------------------------------------------------------------------------------
     def op_import(self, module: str) -> dict:
-        importlib.import_module(module)
-        return {}
+        """Import a module of the submission. One whose import fails inside evaluating an annotation
+        (a file written for Python 3.14's deferred annotations) is imported again with postponed
+        annotations, and the reply says where the first attempt failed."""
+        try:
+            importlib.import_module(module)
+            return {}
+        except Exception as exc:
+            path = self.scratch / f"{module}.py"
+            line = annotations.failed_in_annotation(exc, path)
+            if line is None:
+                raise
+            first = f"{type(exc).__name__}: {str(exc)[:300]}"
+        annotations.import_postponed(module, path)
+        return {"postponed_annotations": {"file": path.name, "line": line, "error": first,
+                                          "python": platform.python_version()}}
 
     def _module(self, name: str):
         return sys.modules[name]
@@ -125,7 +138,7 @@ class Ops:
         torch.manual_seed(seed)
         model = getattr(mod, cls)(mod.ModelConfig(**config))
         if state is not None:
-            model.load_state_dict(from_wire(state), strict=True)
+            _load_state(model, from_wire(state))
         model.train(train_mode)
         self.handles[handle] = model
         return {"params": {n: list(p.shape) for n, p in model.named_parameters()},
@@ -230,61 +243,21 @@ class Ops:
     # -- training ------------------------------------------------------------------------------
     def op_train(self, module: str, function: str, kwargs: dict, config: dict, data: np.ndarray,
                  data_path: str, record_class: str, seed: int = 0) -> dict:
-        """Run the student's train() on our data; hand back the weights of the model it built."""
-        train_mod = self._module(module)
-        target = self.scratch / data_path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(torch.from_numpy(data.copy()), target)
-
-        record: dict = {"models": [], "initial": None, "loss_calls": 0, "recorded": None}
-        base = getattr(train_mod, record_class)
-
-        class Recorded(base):  # type: ignore[misc, valid-type]
-            def __init__(self, *a, **k):
-                super().__init__(*a, **k)
-                record["models"].append(self)
-                if record["initial"] is None:
-                    record["initial"] = {n: v.detach().clone() for n, v in self.state_dict().items()}
-
-            def get_loss_on_batch(self, *a, **k):
-                record["loss_calls"] += 1
-                return super().get_loss_on_batch(*a, **k)
-
-        Recorded.__name__ = Recorded.__qualname__ = base.__name__
-        setattr(train_mod, record_class, Recorded)
-        model_mod = sys.modules.get(base.__module__)
-        if model_mod is not None and getattr(model_mod, record_class, None) is base:
-            setattr(model_mod, record_class, Recorded)
-
-        # plot_results(losses, grad_norms, save_path) only draws (A3's interface), and train() calls it
-        # every 10 steps: each draw costs ~0.3 s of matplotlib, more than the steps between. Only the
-        # last call's picture survives, so draw just that one, from copies, once train() returns; an
-        # error in drawing is still train()'s error.
-        plot = getattr(train_mod, "plot_results", None)
-        last_plot: list[tuple] = []
-        if callable(plot):
-            def recording_plot(losses, grad_norms, *a, **k):
-                record["recorded"] = {"losses": _floats(losses), "grad_norms": _floats(grad_norms)}
-                last_plot[:] = [(copy.copy(losses), copy.copy(grad_norms), a, k)]
-            train_mod.plot_results = recording_plot
-
-        torch.manual_seed(seed)
-        try:
-            getattr(train_mod, function)(model_config=train_mod.ModelConfig(**config), **kwargs)
-            for losses, grad_norms, a, k in last_plot:
-                plot(losses, grad_norms, *a, **k)
-        finally:
-            setattr(train_mod, record_class, base)
-            if model_mod is not None and getattr(model_mod, record_class, None) is Recorded:
-                setattr(model_mod, record_class, base)
-            if callable(plot):
-                train_mod.plot_results = plot
-        if not record["models"]:
+        """Run the student's train() on our data; hand back the weights of the model it built, and
+        what raised after its loop was done (the model is graded, the error is a warning)."""
+        training.data_file(self.scratch, data_path, data)
+        record, after = training.run(self._module(module), function, kwargs, config, record_class, seed,
+                                     lambda exc: describe_exception(exc, self.scratch))
+        if not record.models:
             return {"models": 0}
-        final = record["models"][-1].state_dict()
-        return {"models": len(record["models"]), "loss_calls": record["loss_calls"], "recorded": record["recorded"],
-                "initial": {k: to_wire(v) for k, v in record["initial"].items()},
-                "final": {k: to_wire(v) for k, v in final.items()}, "plot": self._plot()}
+        final = record.models[-1].state_dict()
+        reply = {"models": len(record.models), "loss_calls": record.loss_calls, "recorded": record.recorded,
+                 "initial": {k: to_wire(v) for k, v in (record.initial or {}).items()},
+                 "final": {k: to_wire(v) for k, v in final.items()}, "plot": self._plot(),
+                 "buffers": [n for n, _ in record.models[-1].named_buffers()]}
+        if after is not None:
+            reply["raised_after_loop"] = after
+        return reply
 
     def _plot(self, name: str = "losses_and_grad_norms.png", cap: int = 4 << 20) -> np.ndarray | None:
         """The plot train() saved, as bytes: the scratch folder may live only inside the sandbox.
@@ -299,6 +272,19 @@ class Ops:
             return np.frombuffer(fh.read(cap), dtype=np.uint8)
 
 
+def _load_state(model: torch.nn.Module, state: dict) -> None:
+    """Load every parameter by the assignment's names, strictly; a buffer of the student's own (a
+    persistent mask or cache) that the state does not have keeps the value the student gave it."""
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    buffers = {name for name, _ in model.named_buffers()}
+    missing = [k for k in missing if k not in buffers]
+    if missing or unexpected:
+        problems = [f"Missing key(s) in state_dict: {', '.join(map(repr, missing))}." if missing else "",
+                    f"Unexpected key(s) in state_dict: {', '.join(map(repr, unexpected))}." if unexpected else ""]
+        raise RuntimeError(f"Error(s) in loading state_dict for {type(model).__name__}: "
+                           + " ".join(p for p in problems if p))
+
+
 def _exactly_true(value: Any) -> bool:
     """Python True, numpy's True or sympy's true; never mere truthiness (a non-empty list, an
     unevaluated Eq, a nonzero number)."""
@@ -306,10 +292,3 @@ def _exactly_true(value: Any) -> bool:
         return True
     sympy = sys.modules.get("sympy")  # only a claim that imported sympy can return its true
     return sympy is not None and value is sympy.true
-
-
-def _floats(values: Any) -> list[float] | None:
-    try:
-        return [float(v) for v in list(values)[:100_000]]
-    except Exception:  # whatever the student recorded, it is only shown
-        return None

@@ -16,7 +16,9 @@ class Affine(nn.Module):
         self.register_buffer("weight", weight)
         self.register_buffer("bias", bias)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        # Extra arguments (a mask, a KV cache) are the student's own protocol: a stand-in ignores
+        # them; a caller that needs more than a tensor back fails, and the check falls back.
         return x @ self.weight.T + self.bias
 
 
@@ -53,3 +55,4 @@ class FixedLogits:
 
     def __call__(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
         return self.logits[: x.shape[0], : x.shape[1]].clone().requires_grad_(True)
+

@@ -214,6 +214,16 @@ BUGS = (
               "Whole causal_mask buffer used unsliced: right only when T == context_length, "
               "shape error for shorter inputs.",
               [_m(ATTN_MASK, 'scores = scores.masked_fill(self.causal_mask == 0, float("-inf"))')]),
+    _attn_bug("attn_values_not_projected", "Values taken from the input itself: W_v defined but never applied.",
+              [_m("q, k, v = heads(self.W_q(x)), heads(self.W_k(x)), heads(self.W_v(x))",
+                  "q, k, v = heads(self.W_q(x)), heads(self.W_k(x)), heads(x)")]),
+    # Right output, but the caller's tensor is overwritten: the backward pass through the block then
+    # fails (the projections saved it), so the loss's gradients and training fail too.
+    _bug("attn_writes_into_input", "Merged heads written into the input's memory with x.copy_ before W_o.",
+         [_m(ATTN_MERGE, """
+             x = x.copy_(out.transpose(1, 2).reshape(B, T, -1))  # reuse x's memory for the merged heads
+             return self.W_o(x)
+             """)], ("3(a)iii",), ("3(a)ii", "3(a)iv", "3(a)v", "3(a)vi")),
     _attn_bug("attn_mask_after_softmax",
               "Softmax over all keys, then future weights zeroed by multiplying with the mask (no renormalising).",
               [_m(ATTN_SOFTMAX + "\n", '''
@@ -254,6 +264,13 @@ BUGS = (
     _forward_bug("forward_positions_from_tokens", "Position embedding table indexed by the token ids.",
                  [_m("h = self.embeddings(x) + self.position_embeddings(positions)",
                      "h = self.embeddings(x) + self.position_embeddings(x)")]),
+    _forward_bug("forward_positions_reversed", "Positions counted down, T-1 to 0.",
+                 [_m("positions = torch.arange(x.shape[1], device=x.device)",
+                     "positions = torch.arange(x.shape[1], device=x.device).flip(0)")]),
+    _forward_bug("forward_lm_head_tied", "lm_head's weight tied to the token embedding, as GPT-2 does.",
+                 [Edit("model_solution.py", "        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)\n",
+                       "        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)\n"
+                       "        self.lm_head.weight = self.embeddings.weight  # weight tying, as in GPT-2\n")]),
     _forward_bug("forward_no_final_norm", "final_layer_norm skipped before lm_head.",
                  [_m("return self.lm_head(self.final_layer_norm(h))", "return self.lm_head(h)")]),
     _forward_bug("forward_returns_probs", "forward returns softmax probabilities instead of logits.",
@@ -290,6 +307,13 @@ BUGS = (
                       new_tokens.append(next_token)
                       x = torch.cat([x, next_token], dim=1)
                   return torch.cat(new_tokens, dim=1)
+                  '''),
+    _generate_bug("generate_argmin", "The lowest logit chosen: argmin instead of argmax.", '''
+                  for _ in range(num_new_tokens):
+                      logits = self(x[:, -self.config.context_length:])
+                      next_token = logits[:, -1, :].argmin(dim=-1, keepdim=True)
+                      x = torch.cat([x, next_token], dim=1)
+                  return x
                   '''),
     _generate_bug("generate_samples", "Samples with torch.multinomial instead of greedy argmax.", '''
                   for _ in range(num_new_tokens):
@@ -814,6 +838,26 @@ STUDENT_BUGS = (
                          h = self.backbone[i](h)
                      return self.lm_head(h)
                      ''')]),
+    _attn_bug("student_heads_batch_mixed", "Heads split with view(n_heads, B, T, d), heads before the batch, and "
+              "merged back with a permute: each head of a sequence reads numbers of other sequences.",
+              [_m(ATTN_BODY, '''
+                  B, T, _ = x.shape
+                  q = self.W_q(x).view(self.n_heads, B, T, self.d_attention)
+                  k = self.W_k(x).view(self.n_heads, B, T, self.d_attention)
+                  v = self.W_v(x).view(self.n_heads, B, T, self.d_attention)
+                  scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_attention)
+                  scores = scores.masked_fill(self.causal_mask[:, :, :T, :T] == 0, float("-inf"))
+                  out = F.softmax(scores, dim=-1) @ v
+                  return self.W_o(out.permute(1, 2, 0, 3).reshape(B, T, -1))
+                  ''')]),
+    _forward_bug("student_forward_first_block_only", "Named intermediates; only backbone[0] applied.",
+                 [_m(FORWARD_BODY, '''
+                     T = x.size(1)
+                     hidden = self.embeddings(x) + self.position_embeddings(torch.arange(T, device=x.device))
+                     hidden = self.backbone[0](hidden)
+                     hidden = self.final_layer_norm(hidden)
+                     return self.lm_head(hidden)
+                     ''')]),
     _forward_bug("student_forward_no_lm_head", "Returns the final hidden states, lm_head never applied.",
                  [_m(FORWARD_BODY, '''
                      T = x.size(1)
@@ -839,6 +883,11 @@ STUDENT_BUGS = (
               logits = self(input_ids)
               picked = F.log_softmax(logits, dim=-1).gather(2, input_ids.unsqueeze(-1))
               return -picked.mean()
+              '''),
+    _loss_bug("student_loss_first_row", "cross_entropy of logits[0] against input_ids[0, 1:]: the first sequence only.",
+              '''
+              logits = self(input_ids[:, :-1])
+              return F.cross_entropy(logits[0], input_ids[0, 1:])
               '''),
     _loss_bug("student_loss_per_token", "cross_entropy with reduction='none': one loss per prediction.", '''
               logits = self(input_ids[:, :-1])
@@ -879,6 +928,16 @@ DIAGNOSES = {
     "student_forward_index_no_final_norm": "forward_no_final_norm", "student_forward_no_lm_head": "forward_no_lm_head",
     "student_generate_list_first_position": "generate_first_position", "student_loss_gather_sum": "loss_sum",
     "student_loss_gather_no_shift": "loss_not_shifted", "student_loss_per_token": "loss_not_reduced",
+    # Told by a targeted look on failure: a crash that goes away at T == context_length, with token
+    # ids below context_length, or one prompt at a time; the training run's weights and record.
+    "attn_mask_needs_full_context": "attn_mask_not_sliced", "forward_positions_from_tokens": "forward_positions_from_tokens",
+    "generate_flat_argmax": "generate_argmax_flattened", "train_no_step": "training_params_unchanged",
+    "train_hardcoded_lr": "training_lr_ignored", "train_fabricated_losses": "training_losses_not_the_models",
+    "utils_no_transpose": "utils_no_transpose", "utils_qkv_order": "utils_qkv_order",
+    "attn_values_not_projected": "attn_values_not_projected", "attn_writes_into_input": "attn_input_modified",
+    "forward_positions_reversed": "forward_positions_reversed", "forward_lm_head_tied": "forward_lm_head_tied",
+    "generate_argmin": "generate_argmin", "student_heads_batch_mixed": "attn_heads_batch_mixed",
+    "student_forward_first_block_only": "forward_only_first_block", "student_loss_first_row": "loss_first_row_only",
 }
 
 VARIANTS: tuple[Variant, ...] = BUGS + CORRECT

@@ -9,7 +9,7 @@ compare them with the reference on random weights (all params normal(0, 0.3), La
 1 + normal(0, 0.3)) over several configs, T < and == context_length, batch 1 and 3:
 
   3(a)ii   MLP                     full
-  3(a)iii  CausalAttention         full
+  3(a)iii  CausalAttention         full (and its input left unchanged)
   3(a)iv   DecoderBlock            full (own submodules) and iso (reference attention/mlp swapped in)
   3(a)v    Transformer.forward     full and iso (reference DecoderBlocks swapped in)
   3(a)vi   generate (prompt + new tokens within context_length)
@@ -211,9 +211,11 @@ def model_checks(R, V) -> dict:
                 _rec(res["3(a)ii"], case, "full", mlp)
 
                 def attn(x=x):
+                    given = x.clone()  # the variant's input: it must come back unchanged
                     with torch.no_grad():
-                        return _diff(var_module(V.CausalAttention, blk + "attention.")(x),
-                                     ref_module(R.CausalAttention, blk + "attention.")(x))
+                        d, msg = _diff(var_module(V.CausalAttention, blk + "attention.")(given),
+                                       ref_module(R.CausalAttention, blk + "attention.")(x))
+                    return (d, msg) if torch.equal(given, x) else (math.inf, "input modified in place")
                 _rec(res["3(a)iii"], case, "full", attn)
 
                 expected_block = ref_module(R.DecoderBlock, blk)(x).detach()

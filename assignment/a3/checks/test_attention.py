@@ -5,7 +5,8 @@ import torch
 from a3_checklib import A3, Case, activations, assert_prefix_unchanged, cases, explicit, generator
 from hypothesis import given
 
-from graders.checking import assert_close, expect_tensor, fail, not_applicable, tolerance
+from graders.checking import CheckFailure, assert_close, expect_tensor, fail, not_applicable, tolerance
+from graders.client import StudentError
 
 CLS = "CausalAttention"
 
@@ -93,13 +94,29 @@ def test_attention_every_length(a3: A3):
     x = activations(case, generator(case, 6, a3.seed))
     for length in range(1, case.context_length + 1):
         part = x[:, :length]
-        out = expect_tensor(a3.call("m", CLS, "forward", part.float())["out"], tuple(part.shape),
+        try:
+            reply = a3.call("m", CLS, "forward", part.float())
+        except StudentError as e:
+            if length < case.context_length and _works_at_full_context(a3, ref, x):
+                fail(str(e), diagnosis=fp.known("attn_mask_not_sliced"))
+            raise
+        out = expect_tensor(reply["out"], tuple(part.shape),
                             f"CausalAttention.forward with T = {length} (context_length {case.context_length})",
                             **_explain(case, length))
         assert_close(out, ref(part.double()).detach(),
                      f"CausalAttention.forward with T = {length} < context_length {case.context_length}"
                      if length < case.context_length else "CausalAttention.forward with T = context_length",
                      fingerprints=lambda: fp.attention(ref, part.double()))
+
+
+def _works_at_full_context(a3: A3, ref, x: torch.Tensor) -> bool:
+    """For a forward that crashed on a shorter input: it runs, and agrees, at T == context_length."""
+    try:
+        out = expect_tensor(a3.call("m", CLS, "forward", x.float())["out"], tuple(x.shape), CLS)
+    except (CheckFailure, StudentError):
+        return False
+    expected = ref(x.double()).detach()
+    return float((out - expected).abs().max()) <= tolerance(expected)
 
 
 def test_attention_input_untouched(a3: A3):
@@ -111,4 +128,4 @@ def test_attention_input_untouched(a3: A3):
     expect_tensor(reply["out"], tuple(x.shape), "CausalAttention.forward")
     after = expect_tensor(reply["inputs_after"][0], tuple(x.shape), "the input after CausalAttention.forward")
     if not torch.equal(after.float(), x):
-        fail("CausalAttention.forward modified its input tensor in place")
+        fail("CausalAttention.forward modified its input tensor in place", diagnosis=fp.known("attn_input_modified"))

@@ -5,7 +5,7 @@ import math
 import a3_fingerprints as fp
 import torch
 import torch.nn.functional as F
-from a3_checklib import A3, activations, cases, explicit, generator
+from a3_checklib import A3, activations, agrees_with, cases, explicit, generator, standin_or_full
 from hypothesis import given
 
 from graders.checking import assert_close
@@ -31,10 +31,17 @@ def _affine(d: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
 @given(case=cases())
 @explicit
 def test_block_wiring(a3: A3, case):
-    state, _ = a3.weights(CLS, case)
+    state, ref = a3.weights(CLS, case)
     gen = generator(case, 2, a3.seed)
     (wa, ba), (wm, bm) = _affine(case.d_model, gen), _affine(case.d_model, gen)
     x = activations(case, gen)
+    full = agrees_with(a3, CLS, "forward", case, state, (x.float(),), ref(x.double()).detach())
+    with standin_or_full("DecoderBlock.forward", "stand-in attention and MLP", full):
+        _wiring(a3, case, state, x, (wa, ba), (wm, bm))
+
+
+def _wiring(a3: A3, case, state, x, attention_weights, mlp_weights) -> None:
+    (wa, ba), (wm, bm) = attention_weights, mlp_weights
     a3.build(CLS, case, state)
     a3.swap("m", "attention", kind="affine", weight=wa, bias=ba)
     a3.swap("m", "mlp", kind="affine", weight=wm, bias=bm)

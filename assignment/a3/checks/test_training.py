@@ -6,6 +6,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import a3_fingerprints as fp
 import numpy as np
 import pytest
 import torch
@@ -36,6 +37,10 @@ def run(grade):
         return None, f"train() failed: {e}{hint}"
     if reply.get("models", 0) == 0:
         return None, "train() never built a Transformer (it must build Transformer(model_config))"
+    after = reply.get("raised_after_loop")
+    if isinstance(after, dict):  # the loop was done: its model is graded, the error is told
+        grade.extra_warnings.append(f"train() raised after its training loop had finished: {StudentError(after, 'train()')}; "
+                                    "the model it had trained is graded as it was")
     summary.steps = reply["loss_calls"]
     if reply.get("recorded"):
         summary.recorded_losses = reply["recorded"]["losses"]
@@ -52,8 +57,10 @@ def run(grade):
     case = Case(**tr.model.model_dump(), batch=tr.heldout_chunks, length=tr.model.context_length, seed=0)
     losses = []
     for key in ("initial", "final"):
-        state = {k: torch.from_numpy(v["array"]) for k, v in reply[key].items() if "array" in v}
         model = a3.ref_module("Transformer", case)
+        # A buffer of the student's own (a persistent mask) is not part of the assignment's model.
+        own = {b for b in reply.get("buffers", []) if isinstance(b, str)} - set(model.state_dict())
+        state = {k: torch.from_numpy(v["array"]) for k, v in reply[key].items() if "array" in v and k not in own}
         try:
             model.load_state_dict({k: v.double() for k, v in state.items()})
         except RuntimeError as e:
@@ -121,7 +128,7 @@ def test_training_improves(grade, run):
         fail(f"held-out loss, recomputed by the grader from your model's weights, went from {t.initial_loss:.3f} to "
              f"{t.final_loss:.3f} nats after train() (floor {t.floor:.3f}); it must drop by at least {need:g}. "
              "Check that the loop calls optimizer.step() and uses the learning rate it is given",
-             measured=t.initial_loss - t.final_loss, tolerance=need)
+             measured=t.initial_loss - t.final_loss, tolerance=need, diagnosis=fp.training_diagnosis(A3(grade), reply))
 
 
 def test_training_steps(grade, run):
@@ -134,3 +141,4 @@ def test_training_steps(grade, run):
     if reply["loss_calls"] != steps:
         fail(f"train(max_steps={steps}) computed the loss {reply['loss_calls']} times; it should take exactly "
              f"{steps} steps when the data has more batches than that")
+

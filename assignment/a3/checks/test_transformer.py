@@ -5,10 +5,11 @@ import math
 import a3_fingerprints as fp
 import torch
 import torch.nn.functional as F
-from a3_checklib import A3, assert_prefix_unchanged, cases, explicit, generator, tokens
+from a3_checklib import A3, agrees_with, assert_prefix_unchanged, cases, explicit, generator, standin_or_full, tokens
 from hypothesis import given
 
-from graders.checking import assert_close, fail, tolerance
+from graders.checking import CheckFailure, assert_close, fail, tolerance
+from graders.client import StudentError
 
 CLS = "Transformer"
 
@@ -22,26 +23,45 @@ def _shape(case):
 def test_transformer_agrees(a3: A3, case):
     state, ref = a3.weights(CLS, case)
     ids = tokens(case, generator(case, 1, a3.seed))
-    out = a3.output(CLS, "forward", case, state, ids, shape=_shape(case),
-                    shapes=fp.logits_shapes(case.batch, case.length, case.d_model))
-    assert_close(out, ref(ids).detach(), "Transformer.forward logits",
-                 fingerprints=lambda: fp.forward(ref.embeddings.weight, ref.position_embeddings.weight,
-                                                 list(ref.backbone), ref.final_layer_norm, ref.lm_head.weight, ids))
+    parts = (ref.embeddings.weight, ref.position_embeddings.weight, list(ref.backbone), ref.final_layer_norm,
+             ref.lm_head.weight)
+    try:
+        out = a3.output(CLS, "forward", case, state, ids, shape=_shape(case),
+                        shapes=fp.logits_shapes(case.batch, case.length, case.d_model))
+    except StudentError as e:
+        found = _crash_diagnosis(a3, case, parts, ids) if e.where == "Transformer.forward" else None
+        if found:
+            fail(str(e), diagnosis=found)
+        raise
+    assert_close(out, ref(ids).detach(), "Transformer.forward logits", fingerprints=lambda: fp.forward(*parts, ids))
+
+
+def _crash_diagnosis(a3: A3, case, parts: tuple, ids: torch.Tensor):
+    """For a forward that crashed: the known mistake it is on token ids the position table can index."""
+    try:
+        return fp.forward_small_ids(lambda small: a3.rerun(CLS, "forward", small, shape=_shape(case)), *parts, ids)
+    except (CheckFailure, StudentError):
+        return None
 
 
 @given(case=cases(min_layers=2))
 @explicit
 def test_transformer_wiring(a3: A3, case):
-    state, _ = a3.weights(CLS, case)
+    state, ref = a3.weights(CLS, case)
     gen = generator(case, 2, a3.seed)
     ids = tokens(case, gen)
+    stand_ins = [(torch.randn(case.d_model, case.d_model, generator=gen) / math.sqrt(case.d_model),
+                  0.3 * torch.randn(case.d_model, generator=gen)) for _ in range(case.n_layers)]
+    full = agrees_with(a3, CLS, "forward", case, state, (ids,), ref(ids).detach())
+    with standin_or_full("Transformer.forward", "stand-in blocks", full):
+        _wiring(a3, case, state, ids, stand_ins)
+
+
+def _wiring(a3: A3, case, state, ids, stand_ins) -> None:
     a3.build(CLS, case, state)
-    stand_ins = []
-    for i in range(case.n_layers):
-        w, b = torch.randn(case.d_model, case.d_model, generator=gen) / math.sqrt(case.d_model), \
-            0.3 * torch.randn(case.d_model, generator=gen)
+    for i, (w, b) in enumerate(stand_ins):
         a3.swap("m", f"backbone.{i}", kind="affine", weight=w, bias=b)
-        stand_ins.append((w.double(), b.double()))
+    stand_ins = [(w.double(), b.double()) for w, b in stand_ins]
     out = a3.rerun(CLS, "forward", ids, shape=_shape(case), shapes=fp.logits_shapes(case.batch, case.length,
                                                                                    case.d_model))
     s = {k: v.double() for k, v in state.items()}

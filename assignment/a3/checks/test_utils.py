@@ -1,9 +1,10 @@
 """utils.state_dict_converter (no points): Hugging Face GPT-2 weights in, ours out."""
 
+import a3_fingerprints as fp
 import torch
 from a3_checklib import A3, Case, generator, tokens
 
-from graders.checking import assert_close, fail
+from graders.checking import CheckFailure, assert_close, diagnose, fail
 
 
 def to_hf(state: dict[str, torch.Tensor], n_layers: int) -> dict[str, torch.Tensor]:
@@ -37,9 +38,17 @@ def test_converter_agrees(a3: A3):
         fail(f"state_dict_converter returned {out.get('kind')}, expected a dict of tensors")
     converted = {k: torch.from_numpy(v["array"]).double() for k, v in out["items"].items() if "array" in v}
     model = a3.ref_module("Transformer", case)
+
+    def mistake():  # which known conversion mistake the converted weights are, on failure only
+        return diagnose(fp.flat_state(converted), fp.converter(state, hf, case.n_layers))
+
     try:
         model.load_state_dict(converted)
     except RuntimeError as e:
-        fail(f"the converted state dict does not load into the Transformer: {str(e)[:500]}")
+        fail(f"the converted state dict does not load into the Transformer: {str(e)[:500]}", diagnosis=mistake())
     ids = tokens(case, generator(case, 1, a3.seed))
-    assert_close(model(ids).detach(), ref(ids).detach(), "logits with converted GPT-2 weights")
+    try:
+        assert_close(model(ids).detach(), ref(ids).detach(), "logits with converted GPT-2 weights")
+    except CheckFailure as failure:
+        failure.diagnosis = mistake()
+        raise
