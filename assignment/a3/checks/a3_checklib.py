@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from graders.checking import CheckFailure, expect_tensor, fail, not_applicable, tolerance
 from graders.client import StudentError
 from graders.synthdata import make_source, sample_chunks
+from graders.vacuous import require_work
 from graders.check_session import GradeContext
 
 # (d_model, n_heads): one head, odd sizes, d_attention 1, several heads.
@@ -153,6 +154,20 @@ class A3:
               **explain) -> torch.Tensor:
         """Call `method` again on the module built last under `handle`."""
         return expect_tensor(self.call(handle, cls, method, *args)["out"], shape, f"{cls}.{method}", **explain)
+
+    def does_work(self, cls: str, method: str, case: Case, ref, x: torch.Tensor, out: torch.Tensor) -> None:
+        """Before a property of `out` (the student's `method` on `x`, the module still built) earns
+        anything: on a second input of x's shape, the output must do the work the reference's does
+        (graders.vacuous.require_work: not constant, not the input handed back, the right scale)."""
+        gen = generator(case, 97, self.seed)
+        other = torch.randn(x.shape, generator=gen) if x.is_floating_point() else \
+            torch.randint(0, case.vocab_size, x.shape, generator=gen)
+        second = self.rerun(cls, method, other.float() if x.is_floating_point() else other, shape=tuple(out.shape))
+        with torch.no_grad():
+            refs = [ref(x.double() if x.is_floating_point() else x), ref(other.double() if x.is_floating_point() else other)]
+        # token ids handed back as one-hot "logits" are the input returned unchanged too
+        inputs = [x, other] if x.is_floating_point() else [F.one_hot(t, out.shape[-1]) for t in (x, other)]
+        require_work(f"{cls}.{method}", [out, second], [r.detach() for r in refs], inputs)
 
     def tokens_out(self, out: dict, shape: tuple[int, ...], what: str, **explain) -> torch.Tensor:
         if out.get("kind") == "tensor" and out.get("torch_dtype") != "int64" and tuple(out["shape"]) == shape:

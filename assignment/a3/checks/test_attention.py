@@ -30,10 +30,11 @@ def test_attention_agrees(a3: A3, case):
 @given(case=cases(min_length=2))
 @explicit
 def test_attention_causal(a3: A3, case):
-    state, _ = a3.weights(CLS, case)
+    state, ref = a3.weights(CLS, case)
     gen = generator(case, 2, a3.seed)
     x = activations(case, gen)
     out = a3.output(CLS, "forward", case, state, x.float(), shape=tuple(x.shape))
+    a3.does_work(CLS, "forward", case, ref, x, out)
     for t in range(case.length - 1):
         changed = x.clone()
         changed[:, t + 1:] = activations(case, gen)[:, t + 1:]
@@ -44,10 +45,11 @@ def test_attention_causal(a3: A3, case):
 @given(case=cases(min_length=3))
 @explicit
 def test_attention_prefix_permutation(a3: A3, case):
-    state, _ = a3.weights(CLS, case)
+    state, ref = a3.weights(CLS, case)
     gen = generator(case, 3, a3.seed)
     x = activations(case, gen)
     out = a3.output(CLS, "forward", case, state, x.float(), shape=tuple(x.shape))
+    a3.does_work(CLS, "forward", case, ref, x, out)
     t = case.length - 1
     perm = torch.cat([torch.randperm(t, generator=gen), torch.tensor([t])])
     moved = a3.rerun(CLS, "forward", x[:, perm].float(), shape=tuple(x.shape))
@@ -59,10 +61,11 @@ def test_attention_prefix_permutation(a3: A3, case):
 @given(case=cases(min_length=2))
 @explicit
 def test_attention_full_equivariance(a3: A3, case):
-    state, _ = a3.weights(CLS, case)
+    state, ref = a3.weights(CLS, case)
     gen = generator(case, 4, a3.seed)
     x = activations(case, gen)
     masked = a3.output(CLS, "forward", case, state, x.float(), shape=tuple(x.shape))
+    a3.does_work(CLS, "forward", case, ref, x, masked)
     ones = torch.ones(1, 1, case.context_length, case.context_length)
     count = a3.worker.request("set_buffer", "setting causal_mask", handle="m", name="causal_mask",
                               value=ones.numpy())["count"]
@@ -78,9 +81,10 @@ def test_attention_full_equivariance(a3: A3, case):
 
 @given(case=cases())
 def test_attention_batch_independent(a3: A3, case):
-    state, _ = a3.weights(CLS, case)
+    state, ref = a3.weights(CLS, case)
     x = activations(Case(**{**case.__dict__, "batch": max(case.batch, 2)}), generator(case, 5, a3.seed))
     out = a3.output(CLS, "forward", case, state, x.float(), shape=tuple(x.shape))
+    a3.does_work(CLS, "forward", case, ref, x, out)
     for b in range(x.shape[0]):
         alone = a3.rerun(CLS, "forward", x[b:b + 1].float(), shape=(1, *x.shape[1:]))
         assert_close(alone[0], out[b], f"batch row {b} computed alone against inside a batch of {x.shape[0]} "
@@ -121,11 +125,12 @@ def _works_at_full_context(a3: A3, ref, x: torch.Tensor) -> bool:
 
 def test_attention_input_untouched(a3: A3):
     case = Case(12, 3, 1, 6, 10, 2, 5, 12)
-    state, _ = a3.weights(CLS, case)
+    state, ref = a3.weights(CLS, case)
     a3.build(CLS, case, state)
     x = activations(case, generator(case, 7, a3.seed)).float()
     reply = a3.call("m", CLS, "forward", x, return_inputs=True)
-    expect_tensor(reply["out"], tuple(x.shape), "CausalAttention.forward")
+    out = expect_tensor(reply["out"], tuple(x.shape), "CausalAttention.forward")
     after = expect_tensor(reply["inputs_after"][0], tuple(x.shape), "the input after CausalAttention.forward")
     if not torch.equal(after.float(), x):
         fail("CausalAttention.forward modified its input tensor in place", diagnosis=fp.known("attn_input_modified"))
+    a3.does_work(CLS, "forward", case, ref, x.double(), out)

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from graders.checking import CheckFailure, diagnose, fail
 from graders.client import StudentError, WorkerError
+from graders.vacuous import require_work
 from graders.worker.standins import rule_next_token
 
 CLS = "Transformer"
@@ -114,3 +115,19 @@ def test_generate_contract(a3: A3):
         after = a3.tokens_out(reply["inputs_after"][0], tuple(prompt.shape), "the prompt after generate")
         if not torch.equal(after, prompt):
             fail("generate modified its input tensor in place")
+    _consults_the_model(a3, case, prompt)
+
+
+def _consults_the_model(a3: A3, case: Case, prompt: torch.Tensor, n: int = 4) -> None:
+    """A generate that never consults the model (a constant token, the last one echoed) keeps the
+    contract trivially: for the same prompt its new tokens must change with the model's weights
+    where the reference's do."""
+    new, right = [], []
+    for salt in (0, 1):
+        state, model = a3.weights(CLS, case, salt=salt)
+        a3.build(CLS, case, state)
+        seq = a3.tokens_out(a3.call("m", CLS, "generate", prompt, n)["out"], (case.batch, case.length + n),
+                            f"generate(x, num_new_tokens={n})")
+        new.append(seq[:, case.length:].double())
+        right.append(model.generate(prompt, n)[:, case.length:].double())
+    require_work("Transformer.generate's new tokens", new, right, positions=None, scale=False)

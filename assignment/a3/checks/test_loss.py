@@ -11,6 +11,7 @@ from hypothesis import given
 from graders.checking import (CheckFailure, assert_close, expect_tensor, fail, shape_diagnosis,
                               tolerance)
 from graders.results import Diagnosis
+from graders.vacuous import require_work
 
 CLS = "Transformer"
 WHAT = "Transformer.get_loss_on_batch"
@@ -130,3 +131,13 @@ def test_loss_mean(a3: A3):
                 fail(f"with uniform logits over {case.vocab_size} tokens every prediction costs log "
                      f"{case.vocab_size} = {want:.4f}, so the mean over B·(T-1) = {batch * (length - 1)} predictions "
                      f"is {want:.4f}; got {got:.4f} for B={batch}, T={length}")
+            _depends_on_logits(a3, case, ids, got, want)
+
+
+def _depends_on_logits(a3: A3, case: Case, ids: torch.Tensor, got: float, want: float) -> None:
+    """A loss that returns log V whatever the logits passes the uniform case trivially."""
+    logits = 3 * torch.randn(case.batch, case.length, case.vocab_size, generator=generator(case, 5, a3.seed))
+    a3.swap("m", "", kind="fixed_logits", method="forward", logits=logits)
+    other = _value(_loss(a3, ids)["out"])
+    require_work(WHAT, [torch.tensor(got, dtype=torch.float64), other],
+                 [torch.tensor(want, dtype=torch.float64), next_token_loss(logits, ids)], positions=None)

@@ -19,10 +19,11 @@ def test_mlp_agrees(a3: A3, case):
 
 @given(case=cases(min_length=2))
 def test_mlp_position_wise(a3: A3, case):
-    state, _ = a3.weights("MLP", case)
+    state, ref = a3.weights("MLP", case)
     gen = generator(case, 2, a3.seed)
     x = activations(case, gen)
     perm = torch.randperm(case.length, generator=gen)
     out = a3.output("MLP", "forward", case, state, x.float(), shape=tuple(x.shape))
+    a3.does_work("MLP", "forward", case, ref, x, out)
     permuted = a3.rerun("MLP", "forward", x[:, perm].float(), shape=tuple(x.shape))
     assert_close(permuted, out[:, perm], "MLP.forward on permuted positions (it should permute the outputs)")

@@ -16,6 +16,7 @@ from graders.reference import REPO
 from graders.checking import fail
 from graders.client import StudentError, WorkerError
 from graders.results import Training
+from graders.vacuous import TRIVIAL
 
 
 @pytest.fixture(scope="module")
@@ -141,4 +142,13 @@ def test_training_steps(grade, run):
     if reply["loss_calls"] != steps:
         fail(f"train(max_steps={steps}) computed the loss {reply['loss_calls']} times; it should take exactly "
              f"{steps} steps when the data has more batches than that")
+    if not _moved(reply):
+        fail(f"train() took {steps} steps but no parameter of the model changed; {TRIVIAL}")
+
+
+def _moved(reply: dict) -> bool:
+    """Some parameter's weights differ between the start and the end of the run."""
+    initial, final = reply.get("initial", {}), reply.get("final", {})
+    return any(isinstance(v, dict) and isinstance(final.get(k), dict) and "array" in v and "array" in final[k]
+               and not np.array_equal(v["array"], final[k]["array"]) for k, v in initial.items())
 

@@ -82,10 +82,11 @@ def _wiring(a3: A3, case, state, ids, stand_ins) -> None:
 @given(case=cases(min_length=2))
 @explicit
 def test_transformer_causal(a3: A3, case):
-    state, _ = a3.weights(CLS, case)
+    state, ref = a3.weights(CLS, case)
     gen = generator(case, 3, a3.seed)
     ids = tokens(case, gen)
     out = a3.output(CLS, "forward", case, state, ids, shape=_shape(case))
+    a3.does_work(CLS, "forward", case, ref, ids, out)
     t = int(torch.randint(0, case.length - 1, (1,), generator=gen))
     changed = ids.clone()
     changed[:, t + 1:] = (ids[:, t + 1:] + 1 + torch.randint(0, case.vocab_size - 1, ids[:, t + 1:].shape,
@@ -96,9 +97,10 @@ def test_transformer_causal(a3: A3, case):
 
 @given(case=cases(min_length=3))
 def test_transformer_uses_positions(a3: A3, case):
-    state, _ = a3.weights(CLS, case)
+    state, ref = a3.weights(CLS, case)
     ids = torch.full((case.batch, case.length), int(case.seed % case.vocab_size))
     out = a3.output(CLS, "forward", case, state, ids, shape=_shape(case))
+    a3.does_work(CLS, "forward", case, ref, ids, out)
     spread = float((out - out[:, :1]).abs().max())
     if spread <= tolerance(out):
         fail("on a sequence of one repeated token every position gets the same logits: position "
@@ -107,9 +109,10 @@ def test_transformer_uses_positions(a3: A3, case):
 
 @given(case=cases())
 def test_transformer_returns_logits(a3: A3, case):
-    state, _ = a3.weights(CLS, case)
+    state, ref = a3.weights(CLS, case)
     ids = tokens(case, generator(case, 4, a3.seed))
     out = a3.output(CLS, "forward", case, state, ids, shape=_shape(case))
+    a3.does_work(CLS, "forward", case, ref, ids, out)
     if (out >= 0).all() and torch.allclose(out.sum(-1), torch.ones(()).double(), atol=1e-4):
         fail("Transformer.forward returned probabilities (each row sums to 1): return the raw logits of lm_head")
     if (out <= 0).all() and torch.allclose(out.exp().sum(-1), torch.ones(()).double(), atol=1e-4):
