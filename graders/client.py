@@ -40,7 +40,11 @@ class StudentError(Exception):
 
     def __init__(self, info: dict, where: str):
         self.info, self.where = info, where
-        loc = f" ({info['file']}, line {info['line']})" if info.get("file") else ""
+        # No line of the submission on the stack: raised where the grader called into the student's
+        # code (a missing method, the wrong arguments) or used what it returned; said so, so that it
+        # never reads as an exception of the submission's, or as one of the grader's own.
+        loc = f" ({info['file']}, line {info['line']})" if info.get("file") else \
+            ", raised outside your files (where the grader called your code or used what it returned)"
         super().__init__(f"{info.get('type', 'Error')} in {where}{loc}: {info.get('message', '')}".strip())
 
 
@@ -100,6 +104,7 @@ class Worker:
         self.modules = list(modules)
         self.import_errors: dict[str, dict] = {}
         self.import_notes: dict[str, dict] = {}  # module -> how its import was retried (postponed annotations)
+        self.left_running: dict[str, int] = {}  # request -> how many processes it left running (killed)
         self.stdout, self.stderr = CapturedStream(limits.output_cap_bytes), CapturedStream(limits.output_cap_bytes)
         self.starts = 0
         self.calls = 0
@@ -112,6 +117,7 @@ class Worker:
         self._proc: subprocess.Popen | None = None
         self._poison: str | None = None
         self._stale = False
+        self._restarted: str | None = None  # why the last restart for staleness happened, for messages
         self._booting = False  # spawned by launch(), its hello not read yet
         self._stage = Path(tempfile.mkdtemp(prefix="grade-worker-"))
         shutil.copytree(WORKER_PACKAGE, self._stage / "gradeworker", ignore=shutil.ignore_patterns("__pycache__"))
@@ -188,7 +194,7 @@ class Worker:
                 return
         if first:
             self.import_s = round(time.monotonic() - imports_began, 3)
-        self._stale = False  # what the imports left running lives as long as this worker, like a daemon
+        self._stale = False  # a restart would only import the same modules again
 
     def launch(self) -> None:
         """Spawn the process and return at once: it imports torch while the caller does other work."""
@@ -279,10 +285,18 @@ class Worker:
         rss = reply.pop("peak_rss_kb", None)
         if isinstance(rss, int) and not isinstance(rss, bool):  # a measurement only: never a score
             self.peak_rss_kb = max(self.peak_rss_kb, rss)
+        left = reply.pop("left_processes", None)
+        if isinstance(left, int) and not isinstance(left, bool) and left > 0:  # only ever shown
+            self.left_running.setdefault(where, min(left, 1 << 20))
         if reply.get("restart"):
             self._stale = True  # the next request gets a fresh worker (and scratch), without what this call left
+            why = reply["restart"] if isinstance(reply["restart"], str) else "it left the worker unusable"
+            self._restarted = f"the worker was restarted after {where} because {why[:200]}"
         if not reply["ok"]:
             error = reply.get("error")
+            if isinstance(error, dict) and error.get("type") == "NoSuchHandle":
+                raise WorkerError(f"this check could not go on: {self._restarted or 'the worker was restarted'}, "
+                                  f"and what the check had built before {where} was lost with it")
             raise StudentError(error if isinstance(error, dict) else {"message": str(error)[:500]}, where)
         return reply
 

@@ -54,6 +54,17 @@ def _rejected(source: Path, spec: Spec, intake: Intake, reason: str, started: fl
     return _results(source, spec, intake, items, started, grader_error=None, problems={"submission": reason})
 
 
+def _left_running(workers: list[Worker]) -> list[str]:
+    """A warning for each request whose student code left processes running (killed at once)."""
+    found: dict[str, int] = {}
+    for w in workers:
+        for where, count in w.left_running.items():
+            found.setdefault(where, count)
+    return [f"your code left {n} process{'es' if n > 1 else ''} running after {where}; "
+            f"{'they were' if n > 1 else 'it was'} killed before anything else ran, so grading went on as usual"
+            for where, n in sorted(found.items())]
+
+
 def _quiet_advice(spec: Spec, checked: dict[str, CheckResult], broken: dict[str, str]) -> dict[str, CheckResult]:
     """Advice is about behaviour that ran: a warning item whose files are broken says nothing."""
     quiet = dict(checked)
@@ -187,7 +198,8 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
                     for c in i.checks if c.status not in ("passed", "not_applicable")]
         timings["worker_peak_rss_mb"] = round(max(w.peak_rss_kb for w in workers) / 1024, 1)
         notes = {m: n for w in workers for m, n in w.import_notes.items()}
-        warnings = [_postponed_note(m, n) for m, n in sorted(notes.items())] + warnings + ctx.extra_warnings
+        warnings = [_postponed_note(m, n) for m, n in sorted(notes.items())] + _left_running(workers) + warnings \
+            + ctx.extra_warnings
         results = _results(source, spec, intake, items, started, timings=timings,
                            problems=broken, training=ctx.training, warnings=warnings,
                            output=_output(workers, spec.limits.output_cap_bytes), sandbox=worker.layers,

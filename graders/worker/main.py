@@ -23,18 +23,6 @@ def _drop_uid(uid: int) -> None:
         raise SystemExit("could not drop to the sandbox uid")
 
 
-def _children() -> int:
-    """Processes this worker started that are still running (a daemon that double-forked is
-    no longer counted here: the sandbox's sweep takes it when the worker ends)."""
-    count = 0
-    for task in Path("/proc/self/task").iterdir():
-        try:
-            count += len((task / "children").read_text().split())
-        except OSError:
-            pass
-    return count
-
-
 def _half_full(folder: Path) -> bool:
     st = os.statvfs(folder)
     return st.f_bavail * 2 < st.f_blocks
@@ -48,7 +36,7 @@ def run() -> None:
     scratch = Path.cwd().resolve()
     _set_limits(limits)
 
-    from . import lazy, protocol
+    from . import lazy, leftovers, protocol
     from .ops import Ops, describe_exception
 
     lazy.install()
@@ -56,7 +44,8 @@ def run() -> None:
 
     torch.set_num_threads(limits["threads"])
     lazy.install_dynamo_standin()
-    hello = {"ok": True, "torch": torch.__version__, "python": sys.version.split()[0]}
+    hello = {"ok": True, "torch": torch.__version__, "python": sys.version.split()[0],
+             "subreaper": leftovers.adopt_orphans()}
     if limits.get("landlock"):
         from .landlock import restrict
 
@@ -86,10 +75,16 @@ def run() -> None:
             reply = {"ok": False, "error": describe_exception(exc, scratch)}
         if os.getpid() != main_pid:  # a fork of the student's came back into our loop: it must not answer
             os._exit(0)
-        # The trusted side restarts us when a call left processes running (they could touch the
-        # next call) or filled half of a private scratch (a fresh worker gets an empty one).
-        if _children() or (limits.get("scratch_tmpfs") and _half_full(scratch)):
-            reply["restart"] = True
+        # What the call left running is killed now, before the next call could meet it; the trusted
+        # side restarts us only when some of it would not die or half of a private scratch is full
+        # (a fresh worker gets an empty one).
+        left = leftovers.end_all()
+        if left:
+            reply["left_processes"] = left
+        if leftovers.children():
+            reply["restart"] = "it left processes running that would not die"
+        elif limits.get("scratch_tmpfs") and _half_full(scratch):
+            reply["restart"] = "it filled half of the scratch space"
         reply["peak_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # for the benchmark
         try:
             protocol.write_frame(rep_fd, reply)

@@ -48,6 +48,10 @@ def from_wire(value: Any) -> Any:
     return value
 
 
+class NoSuchHandle(LookupError):
+    """A request named a model built in an earlier incarnation of this worker (ours, not the student's)."""
+
+
 def describe_exception(exc: BaseException, scratch: Path) -> dict:
     """Type, message and the innermost frame inside the submission, for feedback."""
     info: dict = {"type": type(exc).__name__, "message": str(exc)[:2000]}
@@ -129,6 +133,11 @@ class Ops:
         return {"postponed_annotations": {"file": path.name, "line": line, "error": first,
                                           "python": platform.python_version()}}
 
+    def _model(self, handle: str) -> Any:
+        if handle not in self.handles:  # built in a worker that was restarted since
+            raise NoSuchHandle(handle)
+        return self.handles[handle]
+
     def _module(self, name: str):
         return sys.modules[name]
 
@@ -146,7 +155,7 @@ class Ops:
 
     def op_set_buffer(self, handle: str, name: str, value: Any) -> dict:
         count = 0
-        for sub in self.handles[handle].modules():
+        for sub in self._model(handle).modules():
             if name in sub._buffers and sub._buffers[name] is not None:
                 old = sub._buffers[name]
                 sub._buffers[name] = from_wire(value).to(dtype=old.dtype, device=old.device)
@@ -155,7 +164,7 @@ class Ops:
 
     def op_swap(self, handle: str, path: str, standin: dict) -> dict:
         """Replace the submodule at `path`, or with `method` set, that module's method."""
-        model = self.handles[handle]
+        model = self._model(handle)
         kind = standin["kind"]
         if kind == "affine":
             replacement = standins.Affine(from_wire(standin["weight"]), from_wire(standin["bias"]))
@@ -175,7 +184,7 @@ class Ops:
 
     def op_call(self, handle: str, method: str, args: list, seed: int = 0, grad: bool = False,
                 return_inputs: bool = False) -> dict:
-        model = self.handles[handle]
+        model = self._model(handle)
         inputs = [from_wire(a) for a in args]
         torch.manual_seed(seed)
         model.zero_grad(set_to_none=True)
@@ -217,7 +226,7 @@ class Ops:
 
         inputs = [from_wire(a) for a in args]
         with Audit():
-            getattr(self.handles[handle], method)(*inputs)
+            getattr(self._model(handle), method)(*inputs)
         return {"calls": sorted(set(found))}
 
     # -- written key -------------------------------------------------------------------------

@@ -127,6 +127,14 @@ def attacks(t: Target) -> dict[str, Attack]:
                 os._exit(0)
             os.wait()
             """), may_lose=frozenset(), what="a double-forked daemon in its own session, left running"),
+        "child_at_import": Attack(at_import("model_solution.py", """
+            import subprocess
+            subprocess.Popen(["sleep", "1000"])  # left running, never waited for
+            """), may_lose=frozenset(), what="a child process started at import and left running"),
+        "child_in_generate": method("a child process started in every generate call and left running", """
+            import subprocess
+            subprocess.Popen(["sleep", "1000"])
+            """, lose=frozenset()),
         "thread_at_import": Attack(at_import("utils.py", """
             import threading, time
             def _forever():

@@ -7,6 +7,7 @@ left, nothing of the hidden side or the grader's environment in any report.
 
 import hashlib
 import os
+import re
 import secrets
 import socket
 import threading
@@ -16,7 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from attacks import Target, attacks
-from conftest import REPO, SPARE, TEST_LIMITS, grade_all, lost, messages, write_zip
+from conftest import REPO, SPARE, TEST_LIMITS, grade_all, lost, messages, reference_files, write_zip
 from graders.sandbox import UID_BASE, UID_SLOTS, capabilities
 
 CAPS = capabilities()
@@ -25,6 +26,9 @@ REQUIRED = os.environ.get("REQUIRE_BWRAP") == "1"
 GUARDED = ("reference", "assignment", "graders", "tests", "student_template")
 # Text only the hidden side holds: none of it may reach any report.
 HIDDEN_TEXT = ("scores.masked_fill(self.causal_mask", "weights = 20260", "[training.model]")
+
+
+CONTROL = "control_reference"  # not an attack: the reference, graded in the same run
 
 
 def _tree_digest() -> str:
@@ -92,6 +96,7 @@ def _run_attacks(base: Path, names: list[str] | None = None, sandbox: str | None
     existed = autograder.exists()
     (base / "zips").mkdir()
     zips = [write_zip(base / "zips" / f"{name}.zip", a.files) for name, a in cases.items()]
+    zips.append(write_zip(base / "zips" / f"{CONTROL}.zip", reference_files()))  # a normal grade, to time against
     before = _tree_digest()
     env = {"GRADER_TEST_SECRET": target.secret, **({"GRADER_SANDBOX": sandbox} if sandbox else {})}
     os.environ.update(env)  # inherited by the grade processes only
@@ -223,3 +228,37 @@ def test_the_report_names_the_sandbox_layers(hostile):
     assert len(layers) == 1, layers
     if REQUIRED:
         assert layers.pop().startswith("bwrap+"), layers
+
+
+# what each leftover case must be told; the grade goes on, and costs at most 2x a normal one
+LEFT_RUNNING = {"daemon_at_import": "after import of utils.py", "child_at_import": "after import of model_solution.py",
+                "child_in_generate": "after Transformer.generate"}
+
+
+@pytest.mark.parametrize("name", [*LEFT_RUNNING, "thread_at_import"])
+def test_a_process_left_running_is_killed_named_and_costs_seconds(hostile, name):
+    r, normal = hostile.results[name], hostile.results[CONTROL]
+    told = [w for w in r["warnings"] if w.startswith("your code left ")]
+    if name in LEFT_RUNNING:
+        assert len(told) == 1 and LEFT_RUNNING[name] in told[0] and "was killed" in told[0], r["warnings"]
+    else:  # a thread is not a process: nothing to kill, nothing to say
+        assert told == [], told
+    assert r["score"] == 30, lost(r)
+    assert r["timings"]["total_s"] <= 2 * normal["timings"]["total_s"] + 1, (r["timings"], normal["timings"])
+
+
+# StudentError's form, "<Type> in <where>: ...": with no file and line of the submission, an
+# exception raised in the grader's own code would read like the student's
+BARE_EXCEPTION = re.compile(r"^\w+ in [^:(]+: ")
+
+
+def test_no_feedback_is_an_exception_of_the_graders(hostile):
+    """Every failure names a line of the submission, or is a sentence of ours."""
+    for name, r in hostile.results.items():
+        for item in r["items"]:
+            for c in item["checks"]:
+                if c["status"] == "passed":
+                    continue
+                text = c["message"]
+                assert not BARE_EXCEPTION.match(text), (name, c["name"], text)
+                assert "NoSuchHandle" not in text and "gradeworker" not in text and "graders/" not in text, (name, text)
