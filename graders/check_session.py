@@ -118,7 +118,7 @@ class GradePlugin:
             pytest.skip("blocked: " + "; ".join(dict.fromkeys(reasons)))
         if time.monotonic() > self.deadline:
             pytest.skip(f"blocked: not run, the grade's time budget of {self.ctx.spec.limits.total_timeout_s:g} s ran out")
-        self.ctx.worker.begin_check()
+        self.ctx.worker.begin_check(next(c.title for c in spec_item.checks if c.name == check))
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .breaker import Breaker
 from .sandbox import Sandbox
 from .spec import Limits
 from .worker import protocol
@@ -32,7 +33,12 @@ SITE_PACKAGES = ":".join(site.getsitepackages())
 
 
 class WorkerError(Exception):
-    """The worker hung, died or misbehaved; the message says how and where."""
+    """The worker hung, died or misbehaved; the message says how and where. `broke`: it hung or
+    died in student code (a timeout, a signal, an exit), what graders.breaker remembers."""
+
+    def __init__(self, message: str, broke: bool = False):
+        super().__init__(message)
+        self.broke = broke
 
 
 class StudentError(Exception):
@@ -118,6 +124,10 @@ class Worker:
         self._poison: str | None = None
         self._stale = False
         self._restarted: str | None = None  # why the last restart for staleness happened, for messages
+        self.breaker: Breaker | None = None  # the grade's, shared by its workers
+        self.check: str | None = None  # the title of the check now running, for the breaker's messages
+        self.lost_s = 0.0  # in requests that hung or crashed, and in restarts
+        self._swapped: set[str] = set()  # handles with a stand-in swapped in: only the method named runs
         self._booting = False  # spawned by launch(), its hello not read yet
         self._stage = Path(tempfile.mkdtemp(prefix="grade-worker-"))
         shutil.copytree(WORKER_PACKAGE, self._stage / "gradeworker", ignore=shutil.ignore_patterns("__pycache__"))
@@ -209,6 +219,7 @@ class Worker:
     def kill(self) -> None:
         proc, self._proc = self._proc, None
         self._booting = False
+        self._swapped.clear()  # the models go with the process
         if proc is None:
             return
         for fd in (self._req, self._rep):
@@ -240,9 +251,10 @@ class Worker:
         return layers
 
     # -- requests ------------------------------------------------------------------------------
-    def begin_check(self) -> None:
+    def begin_check(self, title: str | None = None) -> None:
         """A new check: errors of the last one no longer short-circuit requests."""
         self._poison = None
+        self.check = title
 
     def _died(self, where: str) -> WorkerError:
         proc = self._proc
@@ -252,12 +264,12 @@ class Worker:
             code = None
         self.kill()
         if code is None:
-            return WorkerError(f"the worker closed its reply pipe during {where}")
+            return WorkerError(f"the worker closed its reply pipe during {where}", broke=True)
         if code > 128 and self.sandbox.caps.bwrap:
             code = 128 - code  # bwrap exits 128 + n when its child died of signal n
         if code < 0:
-            return WorkerError(f"worker killed by {_signal_name(-code)} in {where}")
-        return WorkerError(f"worker exited with status {code} during {where}")
+            return WorkerError(f"worker killed by {_signal_name(-code)} in {where}", broke=True)
+        return WorkerError(f"worker exited with status {code} during {where}", broke=True)
 
     def _exchange(self, request: dict | None, timeout: float, where: str) -> dict:
         deadline = time.monotonic() + timeout
@@ -273,15 +285,15 @@ class Worker:
             if cut:
                 raise WorkerError(f"not finished: the grade's time budget of {self.limits.total_timeout_s:g} s "
                                   f"ran out during {where}") from None
-            raise WorkerError(f"timed out after {timeout:g} s in {where}") from None
+            raise WorkerError(f"timed out after {timeout:g} s in {where}", broke=True) from None
         except (protocol.PeerClosed, BrokenPipeError):
             raise self._died(where) from None
         except protocol.ProtocolError as e:
             self.kill()
-            raise WorkerError(f"the worker sent a malformed reply during {where}: {e}") from None
+            raise WorkerError(f"the worker sent a malformed reply during {where}: {e}", broke=True) from None
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
             self.kill()
-            raise WorkerError(f"the worker sent a malformed reply during {where}")
+            raise WorkerError(f"the worker sent a malformed reply during {where}", broke=True)
         rss = reply.pop("peak_rss_kb", None)
         if isinstance(rss, int) and not isinstance(rss, bool):  # a measurement only: never a score
             self.peak_rss_kb = max(self.peak_rss_kb, rss)
@@ -291,7 +303,7 @@ class Worker:
         if reply.get("restart"):
             self._stale = True  # the next request gets a fresh worker (and scratch), without what this call left
             why = reply["restart"] if isinstance(reply["restart"], str) else "it left the worker unusable"
-            self._restarted = f"the worker was restarted after {where} because {why[:200]}"
+            self._restarted = f"the worker was restarted after {where} because {why[:200]}"  # said by the breaker too
         if not reply["ok"]:
             error = reply.get("error")
             if isinstance(error, dict) and error.get("type") == "NoSuchHandle":
@@ -300,21 +312,47 @@ class Worker:
             raise StudentError(error if isinstance(error, dict) else {"message": str(error)[:500]}, where)
         return reply
 
+    def _unusable(self, where: str, stand_ins: bool, said: str) -> None:
+        """The request answered (`said`: its error, if it raised) but left the worker unusable."""
+        if self._stale and self.breaker and self._restarted:
+            self.breaker.record(where, stand_ins, said + self._restarted, self.check)
+
     def request(self, op: str, where: str, timeout: float | None = None, keep_state: bool = False,
                 **fields: Any) -> dict:
         """One operation; raises StudentError when student code raised, WorkerError when the
-        worker failed (then the rest of this check fails at once with the same reason).
+        worker failed (then the rest of this check fails at once with the same reason), or at once
+        when the breaker knows the method is broken.
         `keep_state`: stay in this worker even if the last call left processes running or filled
         its scratch: a notebook's cells share one namespace, and what one cell left behind can only
         touch that notebook's own later cells (the next request without it gets a fresh worker)."""
         if self._poison:
             raise WorkerError(self._poison)
+        stand_ins = fields.get("handle") in self._swapped
+        blocked = self.breaker.blocked(where, stand_ins) if self.breaker else None
+        if blocked:
+            raise WorkerError(blocked)
+        began, starts = time.monotonic(), self.starts
         try:
             if self._stale and not keep_state:
                 self.kill()  # never mid-import: the fds of a killed worker must not be written again
             self._ensure()
+            if self.starts > max(starts, 1):  # a restart: paid for what went wrong before
+                self.lost_s += time.monotonic() - began
             self.calls += 1
-            return Reply.wrap(self._exchange({"op": op, **fields}, timeout or self.limits.call_timeout_s, where), where)
+            try:
+                reply = Reply.wrap(self._exchange({"op": op, **fields}, timeout or self.limits.call_timeout_s, where),
+                                   where)
+            except StudentError as e:
+                self._unusable(where, stand_ins, f"{e}; ")
+                raise
+            self._unusable(where, stand_ins, "")
         except WorkerError as e:
+            if e.broke:
+                self.lost_s += time.monotonic() - began
+                if self.breaker:
+                    self.breaker.record(where, stand_ins, str(e), self.check)
             self._poison = str(e)
             raise
+        if op in ("build", "swap") and isinstance(fields.get("handle"), str):
+            (self._swapped.add if op == "swap" else self._swapped.discard)(fields["handle"])
+        return reply

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from . import __version__
+from .breaker import Breaker, call_structure
 from .client import Worker, WorkerError
 from .intake import Intake, take_in
 from .reference import load_reference
@@ -159,8 +160,10 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
         if spare:
             workers.append(Worker(scratch / "spare", spec.limits, modules))
             workers[1].launch()
+        breaker = Breaker(call_structure(spec))  # a method that hangs or crashes is paid for once
         for w in workers:
             w.deadline = deadline  # its start-up and every request end by then: a platform's hard limit is kept
+            w.breaker = breaker
         t = time.monotonic()
         from .check_session import GradeContext, run_checks  # pytest, Hypothesis, torch: while the worker starts
 
@@ -192,6 +195,8 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
         timings["checks_s"] = round(time.monotonic() - t, 3)
         timings.update({f"item {k} s": round(v, 3) for k, v in seconds.items()})
         timings["student_calls"] = sum(w.calls for w in workers)  # requests that ran student code
+        timings.update(lost_to_failures_s=round(sum(w.lost_s for w in workers), 3),  # hangs, crashes, restarts
+                       failed_fast=breaker.failed_fast, broken_requests=len(breaker.broken))
         items = [score_item(item, [checked[c.name] for c in item.checks]) for item in spec.items]
         _keep_plot(ctx.training, out_dir, ctx.extra_warnings)
         warnings = [f"{c.title}: {c.message}" for i in items if i.status == "warning"

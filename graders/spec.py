@@ -40,6 +40,9 @@ class Item(_Strict):
     rubric: tuple[str, ...] = Field((), description="a manual item's guide for the graders: in results.json and "
                                     "report.html, never in Gradescope's student-facing results")
     needs: tuple[str, ...] = Field(default=(), description="submitted files the item's checks import")
+    runs: str | None = Field(None, description="the student method the item grades, as its requests name it "
+                             "(`Transformer.forward`): a method that hangs or crashes its worker is run once "
+                             "per grade, and the items whose checks `uses` this one are known to run it too")
     checks: tuple[Check, ...] = ()
     visibility: Visibility = "visible"
     own_worker: bool = Field(False, description="its checks send a long request ahead, to a second worker "
