@@ -20,11 +20,11 @@ test: $(STAMP)
 
 # Grades the reference (full marks) and a copy with a planted bug (loses 3(a)iii's points).
 demo: $(STAMP)
-	$(PY) -m graders.demo demo
+	$(PY) -m graders.tools.demo demo
 
 # Regenerates student_template/tests/data/ from reference/a3 (same bytes every run).
 template: $(STAMP)
-	$(PY) -m graders.template student_template
+	$(PY) -m graders.tools.template student_template
 
 clean:
 	rm -rf $(VENV) demo grade-out

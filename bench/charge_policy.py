@@ -4,7 +4,7 @@ default: a check that also runs another item's failing code is excused) and "cas
     .venv/bin/python bench/charge_policy.py [--jobs 2]
 
 Each bug is graded once, under cascade; charge_once is then applied to the same check outcomes
-with the grader's own graders.upstream.charge_once and graders.scoring.score_item (so the two
+with the grader's own graders.scoring.upstream.charge_once and graders.scoring.score.score_item (so the two
 columns come from the same run). Prints a markdown table: bug, its own item, points lost under
 each policy, and the items charged under each.
 """
@@ -20,10 +20,10 @@ from sensitivity import _grade, _zip
 sys.path.insert(0, str(REPO / "tests"))
 from corpus.variants import VARIANTS  # noqa: E402
 
-from graders.results import CheckResult  # noqa: E402
-from graders.scoring import score_item  # noqa: E402
+from graders.scoring.results import CheckResult  # noqa: E402
+from graders.scoring.score import score_item  # noqa: E402
 from graders.spec import load_spec, spec_path  # noqa: E402
-from graders.upstream import charge_once  # noqa: E402
+from graders.scoring.upstream import charge_once  # noqa: E402
 
 
 def lost_points(results: dict, rescore: bool) -> tuple[float, list[str]]:

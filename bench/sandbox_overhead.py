@@ -21,8 +21,8 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _inner(runs: int) -> dict:
-    from graders.client import Worker
-    from graders.sandbox import Sandbox
+    from graders.execution.client import Worker
+    from graders.execution.sandbox import Sandbox
     from graders.spec import load_spec, spec_path
 
     limits = load_spec(spec_path("a3")).limits

@@ -90,8 +90,8 @@ def main() -> None:
 def report_seconds(results_json: Path, runs: int = 3) -> float:
     """The HTML report's share of the time after total_s: written again from results.json, with
     matplotlib already imported, as the grade has it (its runner preloads it)."""
-    from graders.html_report import write_report
-    from graders.results import Results
+    from graders.reports.html import write_report
+    from graders.scoring.results import Results
 
     results = Results.model_validate_json(results_json.read_bytes())
     seconds = []

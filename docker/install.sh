@@ -5,7 +5,7 @@
 #   apt     bubblewrap (the sandbox's namespaces), Python 3.11
 #   venv    a venv at $GRADER_VENV (/opt/grader-venv): outside /root, so the sandbox uid can run it
 #   pip     the pinned requirements.txt, torch first from the CPU index (a plain torch is a CUDA build)
-#   user    the unprivileged account at the base of the sandbox's uid range (graders/sandbox.py)
+#   user    the unprivileged account at the base of the sandbox's uid range (graders/execution/sandbox.py)
 #   perms   the grader's own files (hidden checks, reference) unreadable by anyone but root
 #   verify  what the steps promise, checked: pinned versions, the sandbox uid runs the venv's Python
 # The test suite runs `install.sh perms verify` with GRADER_VENV set to the project's venv.
@@ -17,9 +17,9 @@ PYTHON="${GRADER_PYTHON:-python3.11}"
 TORCH_INDEX="https://download.pytorch.org/whl/cpu"
 SANDBOX_USER="grader-sandbox"
 
-sandbox_uids() {  # "BASE SLOTS" from graders/sandbox.py: the one place the range is defined
+sandbox_uids() {  # "BASE SLOTS" from graders/execution/sandbox.py: the one place the range is defined
     (cd "$SRC" && "$VENV/bin/python" -I -c \
-        'import sys; sys.path.insert(0, "."); from graders.sandbox import UID_BASE, UID_SLOTS; print(UID_BASE, UID_SLOTS)')
+        'import sys; sys.path.insert(0, "."); from graders.execution.sandbox import UID_BASE, UID_SLOTS; print(UID_BASE, UID_SLOTS)')
 }
 
 step_apt() {
@@ -51,7 +51,7 @@ step_user() {
 }
 
 step_perms() {
-    # The worker never reads these (it gets a staged copy of graders/worker/); student code, as the
+    # The worker never reads these (it gets a staged copy of graders/execution/worker/); student code, as the
     # sandbox uid, must not either, even where Landlock is missing.
     chown -R root:root "$SRC"
     chmod -R go-rwx "$SRC"
@@ -87,7 +87,7 @@ PY
         [ "$(id -u "$SANDBOX_USER")" = "$base" ] || { echo "$SANDBOX_USER is not uid $base"; exit 1; }
     fi
     # What the worker will do without bwrap (in a container): drop to a sandbox uid, then run the
-    # venv's Python with torch. Done as graders/sandbox.py does it, so the two cannot disagree.
+    # venv's Python with torch. Done as graders/execution/sandbox.py does it, so the two cannot disagree.
     "$VENV/bin/python" -I - "$base" "$SRC" <<'PY'
 import os, subprocess, sys
 
@@ -107,7 +107,7 @@ def as_uid(argv):
 ran = as_uid([sys.executable, "-I", "-c", "import torch, numpy"])
 assert ran == 0, f"the sandbox uid {uid} cannot run {sys.executable} with torch ({ran}): " \
     "its Python must be readable by every uid (not under /root)"
-assert as_uid(["test", "-r", f"{src}/graders/sandbox.py"]) != 0, f"the sandbox uid can read the grader's files in {src}"
+assert as_uid(["test", "-r", f"{src}/graders/execution/sandbox.py"]) != 0, f"the sandbox uid can read the grader's files in {src}"
 PY
     command -v bwrap >/dev/null || echo "note: bwrap missing: the sandbox runs without its namespaces"
     echo "verified: $("$VENV/bin/python" -I -c 'import sys; print(sys.version.split()[0])'), sandbox uid $base, $SRC"

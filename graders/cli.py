@@ -12,14 +12,15 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from . import __version__, docker_backend, forked_grades
-from .docker_backend import DockerUnavailable
-from .gradescope import write_gradescope
-from .html_report import write_report
-from .results import Results, Submission
-from .sandbox import kill_tree
-from .spec import Spec, SpecError, assignment_dir, load_spec, spec_path
-from .summary import write_summary
+from graders import __version__
+from graders.deploy import docker_backend, forked_grades
+from graders.deploy.docker_backend import DockerUnavailable
+from graders.reports.gradescope import write_gradescope
+from graders.reports.html import write_report
+from graders.scoring.results import Results, Submission
+from graders.execution.sandbox import kill_tree
+from graders.spec import Spec, SpecError, assignment_dir, load_spec, spec_path
+from graders.reports.summary import write_summary
 
 
 def _table(results: Results) -> str:
@@ -267,7 +268,7 @@ def _bundle_main(argv: list[str]) -> int:
     parser.add_argument("--assignment", default="a3")
     parser.add_argument("--dir", type=Path, help="also unpack it into this folder (the Docker build context)")
     args = parser.parse_args(argv)
-    from .bundle import write_bundle, write_folder
+    from graders.deploy.bundle import write_bundle, write_folder
 
     try:
         spec = load_spec(spec_path(args.assignment))
@@ -289,8 +290,8 @@ def _bundle_main(argv: list[str]) -> int:
 
 
 def _refused_claims(key_path: Path) -> list[str]:
-    from .written.key import KeyProblem
-    from .written.keycheck import check_key_file  # sympy and the worker client: only when bundling a key
+    from graders.written.key import KeyProblem
+    from graders.written.keycheck import check_key_file  # sympy and the worker client: only when bundling a key
 
     try:
         return [o.claim.id for o in check_key_file(key_path) if not o.true]
@@ -299,7 +300,7 @@ def _refused_claims(key_path: Path) -> list[str]:
 
 
 def _check_key_main(argv: list[str]) -> int:
-    from .written.keycheck import main  # sympy and the worker client: only for this subcommand
+    from graders.written.keycheck import main  # sympy and the worker client: only for this subcommand
 
     return main(argv)
 
@@ -340,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     except (SpecError, ValueError) as e:
         print(f"grade: {e}", file=sys.stderr)
         return 2
-    from .runner import grade  # torch and the checks: not needed by `grade report`
+    from graders.runner import grade  # torch and the checks: not needed by `grade report`
 
     status = 0
     for source in args.submissions:

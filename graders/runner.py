@@ -8,16 +8,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import __version__
-from .breaker import Breaker, call_structure
-from .client import Worker, WorkerError
-from .intake import Intake, take_in
-from .reference import load_reference
-from .pngfile import MAX_PLOT_BYTES, read_png
-from .results import CheckResult, Output, Results, Submission, Training
-from .scoring import score_item
-from .spec import Spec
-from .upstream import apply_policy
+from graders import __version__
+from graders.execution.breaker import Breaker, call_structure
+from graders.execution.client import Worker, WorkerError
+from graders.intake.submission import Intake, take_in
+from graders.checks.reference import load_reference
+from graders.intake.png import MAX_PLOT_BYTES, read_png
+from graders.scoring.results import CheckResult, Output, Results, Submission, Training
+from graders.scoring.score import score_item
+from graders.spec import Spec
+from graders.scoring.upstream import apply_policy
 
 def _describe_import_error(module: str, info: dict, problems: dict[str, str]) -> str:
     """Why `module` could not be imported, in words; `problems` are intake's, per file: a module that
@@ -143,7 +143,7 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
             return _rejected(source, spec, intake, intake.rejected, started)
         timings: dict[str, float] = {"intake_s": round(time.monotonic() - started, 3)}
         if spec.engine == "written":
-            from .written.grading import check_answers
+            from graders.written.grading import check_answers
 
             checked, warnings, problems = check_answers(spec, intake)
             items = [score_item(item, [checked[c.name] for c in item.checks]) for item in spec.items]
@@ -165,7 +165,7 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
             w.deadline = deadline  # its start-up and every request end by then: a platform's hard limit is kept
             w.breaker = breaker
         t = time.monotonic()
-        from .check_session import GradeContext, run_checks  # pytest, Hypothesis, torch: while the worker starts
+        from graders.checks.session import GradeContext, run_checks  # pytest, Hypothesis, torch: while the worker starts
 
         timings["trusted_imports_s"] = round(time.monotonic() - t, 3)
         t = time.monotonic()

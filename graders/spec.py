@@ -11,7 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-ASSIGNMENTS_DIR = Path(__file__).resolve().parent.parent / "assignment"
+from graders.paths import ASSIGNMENTS_DIR
+
 
 
 class _Strict(BaseModel):
@@ -242,7 +243,7 @@ def load_spec(path: Path) -> Spec:
 
 def _key_items(path: Path) -> list[dict]:
     """A written assignment's items are its key's questions: the key is their single source."""
-    from .written.key import KeyProblem, key_items, load_key
+    from graders.written.key import KeyProblem, key_items, load_key
 
     try:
         return [item.model_dump() for item in key_items(load_key(path))]

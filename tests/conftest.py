@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from graders.results import SCHEMA_FILE
+from graders.scoring.results import SCHEMA_FILE
 
 REPO = Path(__file__).resolve().parent.parent
 REFERENCE = REPO / "reference" / "a3"
@@ -79,7 +79,7 @@ def messages(results: dict, item: str) -> str:
 @pytest.fixture(scope="session")
 def scenario_zips(tmp_path_factory) -> dict[str, Path]:
     """tests/scenarios.py's SCENARIOS as zips, plus one in a folder with Mac junk and the demo's two, by stem."""
-    from graders import demo
+    from graders.tools import demo
     from scenarios import SCENARIOS
 
     folder = tmp_path_factory.mktemp("zips")

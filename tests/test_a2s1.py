@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from graders.notebook import read_cells
+from graders.checks.notebook import read_cells
 from graders.spec import load_spec, spec_path
 
 from conftest import REPO, grade_all, items, lost, messages, write_zip
@@ -171,8 +171,8 @@ def test_cells_of_each_format(tmp_path):
 
 
 def test_report_shows_the_diagnosis_and_no_training_section(graded):
-    from graders.html_report import render
-    from graders.results import Results
+    from graders.reports.html import render
+    from graders.scoring.results import Results
 
     page = render(Results.model_validate(graded["selects_value_1"]))
     assert 'data-diagnosis="output_is_1"' in page and "Your output is value[1], not value[0]" in page

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REFERENCE, edited, write_zip
-from graders import forked_grades
+from graders.deploy import forked_grades
 from graders.cli import _grade_one
-from graders.sandbox import capabilities
+from graders.execution.sandbox import capabilities
 
 FORKED = pytest.mark.skipif(not forked_grades.available(), reason="no fork server here, or workers could reach it")
 

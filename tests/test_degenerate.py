@@ -6,7 +6,7 @@ import pytest
 from conftest import grade_all, items, write_zip
 from corpus.degenerate import STUBS, stubbed
 
-from graders.vacuous import TRIVIAL
+from graders.checks.vacuous import TRIVIAL
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from conftest import GRADE, REPO, reference_files, write_zip
-from graders import bundle, demo
-from graders.docker_backend import (CAPABILITIES, RESULTS, SUBMISSION, ContainerLimits, _accept,
+from graders.deploy import bundle
+from graders.tools import demo
+from graders.deploy.docker_backend import (CAPABILITIES, RESULTS, SUBMISSION, ContainerLimits, _accept,
                                     container_kwargs)
 from graders.spec import load_spec, spec_path
 

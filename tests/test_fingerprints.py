@@ -9,8 +9,9 @@ import sys
 import pytest
 import torch
 
-from graders.checking import Fingerprint, diagnose, shape_diagnosis, tolerance
-from graders.reference import REPO, load_reference
+from graders.checks.checking import Fingerprint, diagnose, shape_diagnosis, tolerance
+from graders.checks.reference import load_reference
+from graders.paths import REPO
 
 sys.path.insert(0, str(REPO / "assignment" / "a3" / "checks"))
 import a3_checklib as lib  # noqa: E402
@@ -232,7 +233,7 @@ def _evidence(run, data, lr=3e-3, a3=None):
 
 @pytest.fixture(scope="module")
 def train_data():
-    from graders.synthdata import make_source, sample_chunks
+    from graders.checks.synthdata import make_source, sample_chunks
 
     return sample_chunks(make_source(TRAIN_CASE.vocab_size, 4, 0), 40 * TRAIN_CASE.batch, TRAIN_CASE.length, 1)
 

@@ -1,5 +1,5 @@
 """`grade --gradescope PATH`: real zips through real `grade` processes, every file validated against
-the JSON Schema written from Gradescope's documentation (graders/schemas/gradescope_results.schema.json).
+the JSON Schema written from Gradescope's documentation (graders/reports/schemas/gradescope_results.schema.json).
 
 The graded runs here are shared with tests/test_html_report.py (`graded_runs`, run once per session)."""
 
@@ -12,9 +12,9 @@ import jsonschema
 import pytest
 
 from conftest import GRADE, REPO, RESULTS_SCHEMA, SPARE, TEST_LIMITS, edited, reference_files, write_zip
-from graders import demo
-from graders.gradescope import SCHEMA_FILE, clip, handout_number, to_gradescope
-from graders.results import Results
+from graders.tools import demo
+from graders.reports.gradescope import SCHEMA_FILE, clip, handout_number, to_gradescope
+from graders.scoring.results import Results
 from graders.spec import load_spec, spec_path
 
 SPEC = load_spec(spec_path("a3"))

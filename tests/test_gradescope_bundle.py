@@ -17,8 +17,9 @@ import pytest
 from pydantic import ValidationError
 
 from conftest import GRADE, REPO, SPARE, TEST_LIMITS, edited, reference_files
-from graders import bundle, demo
-from graders.gradescope import SCHEMA_FILE
+from graders.deploy import bundle
+from graders.tools import demo
+from graders.reports.gradescope import SCHEMA_FILE
 from graders.spec import Gradescope, load_spec, spec_path
 
 SPEC = load_spec(spec_path("a3"))
@@ -162,7 +163,7 @@ def test_the_bundle_holds_the_scripts_and_what_they_need(tmp_path):
         run_autograder = z.read("run_autograder").decode()
     for name in ("setup.sh", "run_autograder", "install.sh"):
         assert modes[name] == 0o755, name
-    assert {"requirements.txt", "graders/cli.py", "graders/worker/main.py", "graders/schemas/gradescope_results.schema.json",
+    assert {"requirements.txt", "graders/cli.py", "graders/execution/worker/main.py", "graders/reports/schemas/gradescope_results.schema.json",
             "assignment/a3/spec.toml", "assignment/a3/checks/test_attention.py", "reference/a3/model_solution.py"} <= names
     assert not any("__pycache__" in n or n.startswith(("tests/", "student_template/", ".venv")) for n in names)
     assert 'ASSIGNMENT="${GRADER_ASSIGNMENT:-a3}"' in run_autograder
@@ -181,9 +182,9 @@ def test_the_time_budget_is_validated():
 
 
 def _uid_drop_works() -> bool:
-    """Whether graders/sandbox.py, without bwrap (as in a container), can run this venv's Python as a
+    """Whether graders/execution/sandbox.py, without bwrap (as in a container), can run this venv's Python as a
     sandbox uid: not here, where the base Python lives under root's 0700 home."""
-    p = subprocess.run([*GRADE[:1], "-c", "from graders.sandbox import capabilities; print(capabilities().uid)"],
+    p = subprocess.run([*GRADE[:1], "-c", "from graders.execution.sandbox import capabilities; print(capabilities().uid)"],
                        cwd=REPO, env={**os.environ, "GRADER_SANDBOX": "container"}, capture_output=True, text=True,
                        timeout=60)
     return p.stdout.strip() == "True"

@@ -20,8 +20,8 @@ import pytest
 from PIL import Image
 
 from conftest import GRADE, REPO, RESULTS_SCHEMA, TEST_LIMITS, edited
-from graders.html_report import render
-from graders.results import Results
+from graders.reports.html import render
+from graders.scoring.results import Results
 from test_gradescope import HOSTILE_NAME, HOSTILE_PRINT, HOSTILE_RAISE, _grade_once
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)

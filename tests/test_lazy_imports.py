@@ -1,4 +1,4 @@
-"""The worker's lazy stand-ins (graders/worker/lazy.py), each in a fresh interpreter as the worker
+"""The worker's lazy stand-ins (graders/execution/worker/lazy.py), each in a fresh interpreter as the worker
 starts: cheap while unused, and the real package, unchanged, at the first real use."""
 
 import subprocess
@@ -9,7 +9,7 @@ from conftest import REPO
 
 PRELUDE = f"""
 import sys
-sys.path.insert(0, {str(REPO / "graders")!r})
+sys.path.insert(0, {str(REPO / "graders" / "execution")!r})
 import torch
 from worker import lazy
 lazy.install_dynamo_standin()

@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 
-from graders.worker.protocol import ProtocolError, decode, encode, read_frame, write_frame
+from graders.execution.worker.protocol import ProtocolError, decode, encode, read_frame, write_frame
 
 
 def _frame(header: dict, payload: bytes = b"") -> tuple[bytes, bytes]:

@@ -7,9 +7,9 @@ import torch
 import torch.nn.functional as F
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from graders.reference import load_reference
+from graders.checks.reference import load_reference
 from graders.spec import load_spec, spec_path
-from graders.synthdata import make_source, sample_chunks
+from graders.checks.synthdata import make_source, sample_chunks
 
 REF = load_reference("reference/a3", ("utils", "model_solution"))
 ms = REF.model_solution

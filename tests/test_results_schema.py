@@ -3,11 +3,11 @@ import json
 import jsonschema
 import pytest
 
-from graders.results import SCHEMA_FILE, schema_text
+from graders.scoring.results import SCHEMA_FILE, schema_text
 
 
 def test_exported_schema_is_current():
-    assert SCHEMA_FILE.read_text() == schema_text(), "run `python -m graders.results` to re-export"
+    assert SCHEMA_FILE.read_text() == schema_text(), "run `python -m graders.scoring.results` to re-export"
 
 
 def test_schema_rejects_a_report_without_score():

@@ -1,7 +1,7 @@
 import numpy as np
 import torch
 
-from graders.synthdata import make_source, sample_chunks
+from graders.checks.synthdata import make_source, sample_chunks
 
 
 def test_same_seed_same_data():

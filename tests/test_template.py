@@ -21,7 +21,7 @@ import torch
 import yaml
 from conftest import FILES, REFERENCE, REPO
 
-from graders.template import DATA, TEMPLATE, export
+from graders.tools.template import DATA, TEMPLATE, export
 
 SPEC = tomllib.loads((REPO / "assignment" / "a3" / "spec.toml").read_text())
 CHECKS_DIR = REPO / "assignment" / "a3" / "checks"
@@ -95,7 +95,7 @@ def runs(tmp_path_factory):
     for name, path in zips.items():
         r.start(f"grade_{name}", [sys.executable, "-m", "graders.cli", str(path), "--out", str(base / f"out_{name}"),
                                   "--quiet", "--limit", "call_timeout_s=3"], REPO, _env())
-    r.start("regenerate", [sys.executable, "-m", "graders.template", str(regenerated)], REPO, _env())
+    r.start("regenerate", [sys.executable, "-m", "graders.tools.template", str(regenerated)], REPO, _env())
     r.folders, r.regenerated = folders, regenerated
     yield r
     r.stop()

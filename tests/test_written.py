@@ -9,8 +9,8 @@ import pytest
 import sympy as sp
 
 from conftest import GRADE, REPO
-from graders.results import CheckResult
-from graders.scoring import score_item
+from graders.scoring.results import CheckResult
+from graders.scoring.score import score_item
 from graders.written.answers import (AnswersProblem, answer_warnings, grade_answers, load_answers,
                                      read_answers)
 from graders.written.expressions import ExpressionError, number_value, parse_expression, same

@@ -7,8 +7,8 @@ import jsonschema
 import pytest
 
 from conftest import REPO, grade_all, items, lost, messages, write_zip
-from graders.gradescope import SCHEMA_FILE, to_gradescope
-from graders.results import Results
+from graders.reports.gradescope import SCHEMA_FILE, to_gradescope
+from graders.scoring.results import Results
 
 WRITTEN = REPO / "assignment" / "written"
 REFERENCE = (WRITTEN / "reference" / "answers.yaml").read_text()

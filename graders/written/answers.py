@@ -12,10 +12,10 @@ from pathlib import Path
 import sympy as sp
 import yaml
 
-from ..results import CheckResult
-from . import yamlsafe
-from .expressions import ExpressionError, number_value, parse_expression, same
-from .key import AnswerKey, Part, Question, check_name
+from graders.scoring.results import CheckResult
+from graders.written import yamlsafe
+from graders.written.expressions import ExpressionError, number_value, parse_expression, same
+from graders.written.key import AnswerKey, Part, Question, check_name
 
 ANSWER_CAPS = yamlsafe.Caps(max_bytes=256 << 10, max_depth=8, max_nodes=5_000)
 _SHOWN = 60  # characters of a student's answer repeated in a message

@@ -2,11 +2,11 @@
 trusted side (nothing of the submission runs: YAML is read as data, expressions parsed by our own
 parser). Manual questions are listed with their points, never scored."""
 
-from ..intake import Intake
-from ..results import CheckResult
-from ..spec import Spec, assignment_dir
-from .answers import AnswersProblem, answer_warnings, grade_answers, load_answers
-from .key import load_key
+from graders.intake.submission import Intake
+from graders.scoring.results import CheckResult
+from graders.spec import Spec, assignment_dir
+from graders.written.answers import AnswersProblem, answer_warnings, grade_answers, load_answers
+from graders.written.key import load_key
 
 
 def check_answers(spec: Spec, intake: Intake) -> tuple[dict[str, CheckResult], list[str], dict[str, str]]:

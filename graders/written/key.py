@@ -13,9 +13,9 @@ from typing import Annotated
 import sympy as sp
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, model_validator
 
-from ..spec import Check, Item
-from . import yamlsafe
-from .expressions import RESERVED, ExpressionError, evaluable, parse_expression
+from graders.spec import Check, Item
+from graders.written import yamlsafe
+from graders.written.expressions import RESERVED, ExpressionError, evaluable, parse_expression
 
 Id = Annotated[str, Field(pattern=r"^[A-Za-z0-9_]+$", max_length=40)]
 DEFAULT_REL_TOL = 1e-9  # a number with no tolerance given: equal up to float rounding

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..client import StudentError, Worker, WorkerError
-from ..spec import Limits, SpecError, load_spec
-from .key import AnswerKey, Claim, KeyProblem, load_key
+from graders.execution.client import StudentError, Worker, WorkerError
+from graders.spec import Limits, SpecError, load_spec
+from graders.written.key import AnswerKey, Claim, KeyProblem, load_key
 
 CLAIM_TIMEOUT_S = 30.0  # sympy.stats and trigsimp claims take ~1 s; a loaded machine, several times that
 Status = Literal["true", "false", "crashed", "timed_out"]

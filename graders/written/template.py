@@ -4,8 +4,8 @@ an empty answer, the prompts and what each part asks as comments, and nothing of
 `python -m graders.written.template` rewrites assignment/written/template/answers.yaml.
 """
 
-from ..spec import ASSIGNMENTS_DIR
-from .key import AnswerKey, Part, Question, load_key
+from graders.spec import ASSIGNMENTS_DIR
+from graders.written.key import AnswerKey, Part, Question, load_key
 
 WRITTEN = ASSIGNMENTS_DIR / "written"
 

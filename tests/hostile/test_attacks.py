@@ -18,7 +18,7 @@ import pytest
 
 from attacks import Target, attacks
 from conftest import REPO, SPARE, TEST_LIMITS, grade_all, lost, messages, reference_files, write_zip
-from graders.sandbox import UID_BASE, UID_SLOTS, capabilities
+from graders.execution.sandbox import UID_BASE, UID_SLOTS, capabilities
 
 CAPS = capabilities()
 # CI sets REQUIRE_BWRAP=1: there the strong sandbox must be in force, not skipped.

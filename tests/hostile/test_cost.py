@@ -1,5 +1,5 @@
 """A broken submission costs seconds: a method that hangs or crashes its worker is run once per
-grade (graders/breaker.py), so a hang in attention, a fork bomb in the block, a segfault in the MLP
+grade (graders/execution/breaker.py), so a hang in attention, a fork bomb in the block, a segfault in the MLP
 and a daemon at import each grade within 2x a normal grade plus one call timeout per broken
 request, losing the same items as before, and the later checks say why they did not run it."""
 

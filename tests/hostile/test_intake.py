@@ -9,7 +9,7 @@ import pytest
 
 from bombs import TWO_GIB, bomb_zip, raw_zip
 from conftest import FILES, grade_all, reference_files, write_zip
-from graders.intake import MAX_DECLARED_BYTES, MAX_ENTRIES, MAX_FILE_BYTES, take_in
+from graders.intake.submission import MAX_DECLARED_BYTES, MAX_ENTRIES, MAX_FILE_BYTES, take_in
 
 
 def _zip_with(path: Path, entries: list[tuple[zipfile.ZipInfo | str, bytes]]) -> Path:

@@ -6,10 +6,10 @@ import itertools
 
 import torch
 
-from graders.check_session import GradeContext
-from graders.checking import fail
-from graders.notebook import Cell, NotebookRun, run_notebook
-from graders.results import Diagnosis
+from graders.checks.session import GradeContext
+from graders.checks.checking import fail
+from graders.checks.notebook import Cell, NotebookRun, run_notebook
+from graders.scoring.results import Diagnosis
 
 NOTEBOOK = "A2S1.py"
 ANSWERS = ("query121", "query122", "query131", "query132", "m_key")

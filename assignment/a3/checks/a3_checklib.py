@@ -11,11 +11,11 @@ import torch.nn.functional as F
 from hypothesis import example
 from hypothesis import strategies as st
 
-from graders.checking import CheckFailure, expect_tensor, fail, not_applicable, tolerance
-from graders.client import StudentError
-from graders.synthdata import make_source, sample_chunks
-from graders.vacuous import require_work
-from graders.check_session import GradeContext
+from graders.checks.checking import CheckFailure, expect_tensor, fail, not_applicable, tolerance
+from graders.execution.client import StudentError
+from graders.checks.synthdata import make_source, sample_chunks
+from graders.checks.vacuous import require_work
+from graders.checks.session import GradeContext
 
 # (d_model, n_heads): one head, odd sizes, d_attention 1, several heads.
 SHAPES = ((12, 3), (16, 1), (8, 8), (15, 5), (16, 4))
@@ -158,7 +158,7 @@ class A3:
     def does_work(self, cls: str, method: str, case: Case, ref, x: torch.Tensor, out: torch.Tensor) -> None:
         """Before a property of `out` (the student's `method` on `x`, the module still built) earns
         anything: on a second input of x's shape, the output must do the work the reference's does
-        (graders.vacuous.require_work: not constant, not the input handed back, the right scale)."""
+        (graders.checks.vacuous.require_work: not constant, not the input handed back, the right scale)."""
         gen = generator(case, 97, self.seed)
         other = torch.randn(x.shape, generator=gen) if x.is_floating_point() else \
             torch.randint(0, case.vocab_size, x.shape, generator=gen)

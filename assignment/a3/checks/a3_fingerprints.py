@@ -1,6 +1,6 @@
 """Known A3 mistakes, as what the mistaken code computes on the failing case.
 
-When a check's output disagrees with the reference, `graders.checking.diagnose` compares it with
+When a check's output disagrees with the reference, `graders.checks.checking.diagnose` compares it with
 each of these; the student is told the mistake only when exactly one matches. Each is written
 from the pieces of the float64 reference (or the check's stand-ins) so it is one idea away from
 the right computation; the explanations name the idea, not a line to paste.
@@ -15,8 +15,8 @@ from typing import Any, Callable, Iterable
 import torch
 import torch.nn.functional as F
 
-from graders.checking import Fingerprint, diagnose
-from graders.results import Diagnosis
+from graders.checks.checking import Fingerprint, diagnose
+from graders.scoring.results import Diagnosis
 
 Tensor = torch.Tensor
 Fn = Callable[[Tensor], Tensor]

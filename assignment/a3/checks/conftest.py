@@ -1,5 +1,5 @@
 """Hidden checks for A3. The `grade` fixture and the Hypothesis profile come from
-graders.check_session.GradePlugin."""
+graders.checks.session.GradePlugin."""
 
 import pytest
 

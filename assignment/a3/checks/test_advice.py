@@ -4,8 +4,8 @@ They apply only to code that works: an unfinished method gets its feedback from 
 import torch
 from a3_checklib import A3, Case, generator, tokens
 
-from graders.checking import CheckFailure, expect_tensor, fail, not_applicable
-from graders.client import StudentError
+from graders.checks.checking import CheckFailure, expect_tensor, fail, not_applicable
+from graders.execution.client import StudentError
 
 CASE = Case(12, 3, 2, 6, 17, 2, 6, 4)
 SHAPE = (CASE.batch, CASE.length, CASE.vocab_size)

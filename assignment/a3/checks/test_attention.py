@@ -5,8 +5,8 @@ import torch
 from a3_checklib import A3, Case, activations, assert_prefix_unchanged, cases, explicit, generator
 from hypothesis import given
 
-from graders.checking import CheckFailure, assert_close, expect_tensor, fail, not_applicable, tolerance
-from graders.client import StudentError
+from graders.checks.checking import CheckFailure, assert_close, expect_tensor, fail, not_applicable, tolerance
+from graders.execution.client import StudentError
 
 CLS = "CausalAttention"
 

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from a3_checklib import A3, activations, agrees_with, cases, explicit, generator, standin_or_full
 from hypothesis import given
 
-from graders.checking import assert_close
+from graders.checks.checking import assert_close
 
 CLS = "DecoderBlock"
 

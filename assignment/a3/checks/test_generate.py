@@ -6,10 +6,10 @@ from a3_checklib import A3, Case, cases, generator, greedy_violation, standin_or
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from graders.checking import CheckFailure, diagnose, fail
-from graders.client import StudentError, WorkerError
-from graders.vacuous import require_work
-from graders.worker.standins import rule_next_token
+from graders.checks.checking import CheckFailure, diagnose, fail
+from graders.execution.client import StudentError, WorkerError
+from graders.checks.vacuous import require_work
+from graders.execution.worker.standins import rule_next_token
 
 CLS = "Transformer"
 

@@ -8,10 +8,10 @@ import torch
 from a3_checklib import A3, Case, cases, explicit, generator, next_token_loss, standin_or_full, tokens
 from hypothesis import given
 
-from graders.checking import (CheckFailure, assert_close, expect_tensor, fail, shape_diagnosis,
+from graders.checks.checking import (CheckFailure, assert_close, expect_tensor, fail, shape_diagnosis,
                               tolerance)
-from graders.results import Diagnosis
-from graders.vacuous import require_work
+from graders.scoring.results import Diagnosis
+from graders.checks.vacuous import require_work
 
 CLS = "Transformer"
 WHAT = "Transformer.get_loss_on_batch"

@@ -5,7 +5,7 @@ import torch
 from a3_checklib import A3, activations, cases, explicit, generator
 from hypothesis import given
 
-from graders.checking import assert_close
+from graders.checks.checking import assert_close
 
 
 @given(case=cases())

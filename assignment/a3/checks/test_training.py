@@ -12,11 +12,11 @@ import pytest
 import torch
 from a3_checklib import A3, Case, next_token_loss, start_training, training_data
 
-from graders.reference import REPO
-from graders.checking import fail
-from graders.client import StudentError, WorkerError
-from graders.results import Training
-from graders.vacuous import TRIVIAL
+from graders.paths import REPO
+from graders.checks.checking import fail
+from graders.execution.client import StudentError, WorkerError
+from graders.scoring.results import Training
+from graders.checks.vacuous import TRIVIAL
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ import torch.nn.functional as F
 from a3_checklib import A3, agrees_with, assert_prefix_unchanged, cases, explicit, generator, standin_or_full, tokens
 from hypothesis import given
 
-from graders.checking import CheckFailure, assert_close, fail, tolerance
-from graders.client import StudentError
+from graders.checks.checking import CheckFailure, assert_close, fail, tolerance
+from graders.execution.client import StudentError
 
 CLS = "Transformer"
 

@@ -4,7 +4,7 @@ import a3_fingerprints as fp
 import torch
 from a3_checklib import A3, Case, generator, tokens
 
-from graders.checking import CheckFailure, assert_close, diagnose, fail
+from graders.checks.checking import CheckFailure, assert_close, diagnose, fail
 
 
 def to_hf(state: dict[str, torch.Tensor], n_layers: int) -> dict[str, torch.Tensor]:

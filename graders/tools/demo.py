@@ -4,8 +4,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-from .cli import main
-from .reference import REPO
+from graders.cli import main
+from graders.paths import REPO
 
 # Scaling scores by sqrt(d_model) instead of sqrt(d_attention): right when n_heads == 1, so a test
 # with one configuration can miss it.

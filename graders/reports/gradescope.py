@@ -12,7 +12,7 @@ import json
 import re
 from pathlib import Path
 
-from .results import ItemResult, Results
+from graders.scoring.results import ItemResult, Results
 
 SCHEMA_FILE = Path(__file__).resolve().parent / "schemas" / "gradescope_results.schema.json"
 OTHER_SECTION = 99  # items whose id is not a handout id ("utils", "advice") sort after the handout's

@@ -6,9 +6,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from .worker import lazy
-
-REPO = Path(__file__).resolve().parent.parent
+from graders.execution.worker import lazy
+from graders.paths import REPO
 
 
 @functools.cache

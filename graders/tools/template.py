@@ -1,7 +1,7 @@
 """The public test fixtures of the student template, generated from the staff reference.
 
-    python -m graders.template student_template          # (re)write student_template/tests/data/
-    python -m graders.template --export OUT              # copy the template to OUT, fixtures regenerated
+    python -m graders.tools.template student_template          # (re)write student_template/tests/data/
+    python -m graders.tools.template --export OUT              # copy the template to OUT, fixtures regenerated
 
 The fixtures are snapshots for one small public configuration, on random weights (LayerNorms
 and biases included, since default init hides bugs), computed by the float64 reference and
@@ -18,7 +18,8 @@ from pathlib import Path
 
 import torch
 
-from .reference import REPO, load_reference
+from graders.checks.reference import load_reference
+from graders.paths import REPO
 
 TEMPLATE = REPO / "student_template"
 DATA = Path("tests") / "data"
@@ -128,7 +129,7 @@ def export(out: Path, regenerate: bool = True) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m graders.template", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m graders.tools.template", description=__doc__.split("\n\n")[0])
     parser.add_argument("template", nargs="?", type=Path, default=TEMPLATE,
                         help="the template folder whose tests/data/ to (re)write (default: student_template)")
     parser.add_argument("--export", type=Path, metavar="OUT", help="copy the template to OUT first (OUT must not exist)")

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from .html_report import env, figure_png, png_uri
-from .results import Results
+from graders.reports.html import env, figure_png, png_uri
+from graders.scoring.results import Results
 
 # Measured values differ per student; grouping failures by message with numbers blanked shows the
 # common mistake ("... off by # at batch #, position #") instead of one row per student.

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .breaker import Breaker
-from .sandbox import Sandbox
-from .spec import Limits
-from .worker import protocol
+from graders.execution.breaker import Breaker
+from graders.execution.sandbox import Sandbox
+from graders.spec import Limits
+from graders.execution.worker import protocol
 
 WORKER_PACKAGE = Path(__file__).resolve().parent / "worker"
 # `-I -S`: no user site, no PYTHONPATH, no .pth files, so the editable install of `graders` is not
@@ -34,7 +34,7 @@ SITE_PACKAGES = ":".join(site.getsitepackages())
 
 class WorkerError(Exception):
     """The worker hung, died or misbehaved; the message says how and where. `broke`: it hung or
-    died in student code (a timeout, a signal, an exit), what graders.breaker remembers."""
+    died in student code (a timeout, a signal, an exit), what graders.execution.breaker remembers."""
 
     def __init__(self, message: str, broke: bool = False):
         super().__init__(message)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from .results import Diagnosis
+from graders.scoring.results import Diagnosis
 
 
 class Fingerprint(NamedTuple):

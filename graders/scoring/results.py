@@ -14,7 +14,7 @@ ItemStatus = Literal["passed", "partial", "failed", "manual", "warning"]
 
 
 class Diagnosis(BaseModel):
-    """A known mistake the failing output matched, and only that one (see graders/checking.py)."""
+    """A known mistake the failing output matched, and only that one (see graders/checks/checking.py)."""
 
     id: str = Field(description="the fingerprint's name, e.g. 'attn_no_scaling'")
     explanation: str = Field(description="what the output matches and the idea behind the right way")
@@ -96,6 +96,6 @@ def schema_text() -> str:
     return json.dumps(Results.model_json_schema(), indent=2, sort_keys=True) + "\n"
 
 
-if __name__ == "__main__":  # python -m graders.results: re-export the schema after changing the models
+if __name__ == "__main__":  # python -m graders.scoring.results: re-export the schema after changing the models
     SCHEMA_FILE.parent.mkdir(exist_ok=True)
     SCHEMA_FILE.write_text(schema_text())

@@ -13,10 +13,10 @@ import sys
 import traceback
 from pathlib import Path
 
-from .sandbox import capabilities, kill_tree
+from graders.execution.sandbox import capabilities, kill_tree
 
 # What a grade imports on its way (runner.grade's own list); the fork server imports them once.
-PRELOAD = ("graders.cli", "graders.runner", "graders.check_session", "matplotlib.figure",
+PRELOAD = ("graders.cli", "graders.runner", "graders.checks.session", "matplotlib.figure",
            "matplotlib.backends.backend_agg")
 
 
@@ -42,7 +42,7 @@ def _child(argv: list[str], log: str) -> None:
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
-    from .cli import main
+    from graders.cli import main
 
     status = 1
     try:

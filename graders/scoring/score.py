@@ -1,7 +1,7 @@
 """Checks' outcomes to item scores, by the weights in the spec."""
 
-from .results import CheckResult, ItemResult
-from .spec import Item
+from graders.scoring.results import CheckResult, ItemResult
+from graders.spec import Item
 
 
 def score_item(item: Item, checks: list[CheckResult]) -> ItemResult:

@@ -12,7 +12,7 @@ Layers, each probed once per grading process and used only when it works here:
 - `rlimits`: address space, CPU seconds, file size, open files, processes (set before exec).
 - `reaper`: with no bwrap, cgroup or uid, the grader becomes its workers' subreaper, so a
   double-forked daemon comes back to it as a child and is killed.
-- `seccomp`: a BPF deny-list the worker installs on itself (graders/worker/seccomp.py): no
+- `seccomp`: a BPF deny-list the worker installs on itself (graders/execution/worker/seccomp.py): no
   internet sockets, ptrace, mounts, namespaces, keyrings, eBPF, io_uring.
 - `landlock`: applied by the worker itself before student code runs: reads only the allow-list,
   writes only scratch, no TCP bind/connect, no signals or abstract sockets outside itself.
@@ -39,8 +39,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .spec import Limits
-from .worker import landlock
+from graders.spec import Limits
+from graders.execution.worker import landlock
 
 UID_BASE, UID_SLOTS = 61000, 1000
 PROC_READ = ("/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg", "/proc/sys")
@@ -76,7 +76,7 @@ class Capabilities:
     cgroup_v1: dict[str, Path] = field(default_factory=dict)
     cgroup_v2: Path | None = None
     landlock_abi: int = 0
-    seccomp: bool = False  # the worker installs graders/worker/seccomp.py's filter on itself
+    seccomp: bool = False  # the worker installs graders/execution/worker/seccomp.py's filter on itself
     reaper: bool = True  # may become the subreaper when nothing else can catch a daemon
     notes: tuple[str, ...] = ()
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .client import StudentError, Worker, WorkerError
+from graders.execution.client import StudentError, Worker, WorkerError
 
 # `# %%`, `# %% [markdown]`, `#%% title`; `# %%time` is a commented-out cell magic, not a marker.
 _PERCENT = re.compile(r"^#\s?%%(?:\s|$)(.*)$")

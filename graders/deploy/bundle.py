@@ -11,8 +11,8 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-from .reference import REPO
-from .spec import Spec
+from graders.paths import REPO
+from graders.spec import Spec
 
 DOCKER = REPO / "docker"
 SCRIPTS = ("setup.sh", "run_autograder", "install.sh")

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .html_report import write_report
-from .pngfile import read_png
-from .results import Results
-from .spec import Limits
+from graders.reports.html import write_report
+from graders.intake.png import read_png
+from graders.scoring.results import Results
+from graders.spec import Limits
 
 SOURCE = "/autograder/source"
 SUBMISSION = "/autograder/submission"

@@ -8,7 +8,7 @@ method by a stand-in still run. An ordinary exception marks nothing: it may come
 
 from dataclasses import dataclass, field
 
-from .spec import Spec
+from graders.spec import Spec
 
 
 def call_structure(spec: Spec) -> dict[str, set[str]]:

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import jsonschema
 
-from .cli import fallback_results
-from .gradescope import schema, write_gradescope
-from .sandbox import become_reaper, kill_until_gone, orphans
-from .spec import Spec, SpecError, load_spec, spec_path
+from graders.cli import fallback_results
+from graders.reports.gradescope import schema, write_gradescope
+from graders.execution.sandbox import become_reaper, kill_until_gone, orphans
+from graders.spec import Spec, SpecError, load_spec, spec_path
 
 FALLBACK_S = 3.0  # of the budget, kept for the score-0 file when the grade has to be killed
 

@@ -15,12 +15,12 @@ import torch
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.errors import Flaky
 
-from .checking import CheckFailure
-from .client import StudentError, Worker, WorkerError
-from .intake import Intake
-from .reference import REPO
-from .results import CheckResult, Training
-from .spec import Spec
+from graders.checks.checking import CheckFailure
+from graders.execution.client import StudentError, Worker, WorkerError
+from graders.intake.submission import Intake
+from graders.paths import REPO
+from graders.scoring.results import CheckResult, Training
+from graders.spec import Spec
 
 
 @dataclass

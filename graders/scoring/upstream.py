@@ -6,8 +6,8 @@ found; under "cascade" it keeps its failure and its message says where to look f
 moves only to an isolated check of the item that applies: an item with none (3(b)iii: the training
 run needs the loss) cannot be shown to work on its own, so it keeps its failures, noted as in cascade."""
 
-from .results import CheckResult
-from .spec import Item, Spec
+from graders.scoring.results import CheckResult
+from graders.spec import Item, Spec
 
 
 def _reached(uses: tuple[str, ...], items: dict[str, Item]) -> set[str]:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .checking import fail, tolerance
+from graders.checks.checking import fail, tolerance
 
 # How far the outputs' scale may be from the reference's: generous, so that real mistakes (a missing
 # scale, probabilities for logits) still earn their properties; a stub scaled to nothing does not.

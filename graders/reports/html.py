@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 from jinja2 import Environment, FileSystemLoader
 
-from .gradescope import captured_text, clip
-from .pngfile import read_png
-from .results import Results
+from graders.reports.gradescope import captured_text, clip
+from graders.intake.png import read_png
+from graders.scoring.results import Results
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
