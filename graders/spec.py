@@ -7,7 +7,7 @@ a message naming the field (pydantic's own location, e.g. `items.2.checks.0.weig
 import os
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -241,12 +241,13 @@ def load_spec(path: Path) -> Spec:
         raise SpecError(f"{path}: {problems}") from e
 
 
-def _key_items(path: Path) -> list[dict]:
-    """A written assignment's items are its key's questions: the key is their single source."""
+def _key_items(path: Path) -> list[dict[str, Any]]:
+    """A written assignment's items are its key's questions: the key is their single source (plain
+    data, validated below as the spec's own items table would be)."""
     from graders.written.key import KeyProblem, key_items, load_key
 
     try:
-        return [item.model_dump() for item in key_items(load_key(path))]
+        return key_items(load_key(path))
     except KeyProblem as e:
         raise SpecError(str(e)) from e
 

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import REFERENCE, edited, write_zip
 from graders.deploy import forked_grades
-from graders.cli import _grade_one
+from graders.deploy.batch import grade_one
 from graders.execution.sandbox import capabilities
 
 FORKED = pytest.mark.skipif(not forked_grades.available(), reason="no fork server here, or workers could reach it")
@@ -50,7 +50,7 @@ def test_a_grade_past_the_batch_timeout_is_killed_with_its_worker(tmp_path, sand
     # batch's timeout ends the grade: only killing the whole tree ends the worker too.
     files = edited("utils.py", "import torch\n", "import time\nimport torch\ntime.sleep(600)\n")
     before = _worker_pids()
-    outcome = _grade_one(write_zip(tmp_path / "sleeper.zip", files), tmp_path / "out", grade_args=[], timeout=5)
+    outcome = grade_one(write_zip(tmp_path / "sleeper.zip", files), tmp_path / "out", grade_args=[], timeout=5)
     assert outcome == "grade took longer than 5 s"
     assert not (tmp_path / "out" / "results.json").exists()
     deadline = time.monotonic() + 10
@@ -64,6 +64,6 @@ def test_a_refused_grade_says_why_in_its_log(tmp_path):
     log = tmp_path / "grade.log"
     assert forked_grades.grade_forked([str(REFERENCE), "--assignment", "a9", "--out", str(tmp_path)], log, 60) == 2
     assert "unknown assignment 'a9'" in log.read_text()
-    outcome = _grade_one(tmp_path / "missing.zip", tmp_path / "o", grade_args=["--limit", "nope=1"], timeout=60)
+    outcome = grade_one(tmp_path / "missing.zip", tmp_path / "o", grade_args=["--limit", "nope=1"], timeout=60)
     assert outcome == "grade exited 2 without a report"
     assert "nope" in (tmp_path / "o" / "grade.log").read_text()

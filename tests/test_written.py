@@ -11,6 +11,7 @@ import sympy as sp
 from conftest import GRADE, REPO
 from graders.scoring.results import CheckResult
 from graders.scoring.score import score_item
+from graders.spec import Item
 from graders.written.answers import (AnswersProblem, answer_warnings, grade_answers, load_answers,
                                      read_answers)
 from graders.written.expressions import ExpressionError, number_value, parse_expression, same
@@ -20,7 +21,7 @@ from graders.written.template import answers_template
 WRITTEN = REPO / "assignment" / "written"
 KEY_FILE = WRITTEN / "key.yaml"
 KEY = load_key(KEY_FILE)
-ITEMS = key_items(KEY)
+ITEMS = [Item.model_validate(item) for item in key_items(KEY)]
 REFERENCE = (WRITTEN / "reference" / "answers.yaml").read_text()
 FULL = sum(i.points for i in ITEMS if not i.manual)
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import jsonschema
 
-from graders.cli import fallback_results
 from graders.reports.gradescope import schema, write_gradescope
 from graders.execution.sandbox import become_reaper, kill_until_gone, orphans
+from graders.scoring.fallback import fallback_results
 from graders.spec import Spec, SpecError, load_spec, spec_path
 
 FALLBACK_S = 3.0  # of the budget, kept for the score-0 file when the grade has to be killed

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from graders.execution.sandbox import capabilities, kill_tree
 
-# What a grade imports on its way (runner.grade's own list); the fork server imports them once.
-PRELOAD = ("graders.cli", "graders.runner", "graders.checks.session", "matplotlib.figure",
+# What a grade imports on its way (commands.grade, then runner.grade's own list); the fork server imports them once.
+PRELOAD = ("graders.commands.grade", "graders.runner", "graders.checks.session", "matplotlib.figure",
            "matplotlib.backends.backend_agg")
 
 
@@ -42,7 +42,7 @@ def _child(argv: list[str], log: str) -> None:
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
-    from graders.cli import main
+    from graders.commands.grade import main
 
     status = 1
     try:

@@ -8,12 +8,11 @@ and its line in the YAML.
 import ast
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import sympy as sp
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, model_validator
 
-from graders.spec import Check, Item
 from graders.written import yamlsafe
 from graders.written.expressions import RESERVED, ExpressionError, evaluable, parse_expression
 
@@ -197,11 +196,12 @@ def load_key(path: Path) -> AnswerKey:
         raise KeyProblem(f"{path}: " + "; ".join(_describe(err, root) for err in e.errors())) from None
 
 
-def key_items(key: AnswerKey) -> tuple[Item, ...]:
-    """One item per question for the scoring engine; each auto part is a check named check_name()."""
+def key_items(key: AnswerKey) -> list[dict[str, Any]]:
+    """One item per question, as the spec's `items` table would give it (graders.spec validates it
+    as an Item: the key knows nothing of the spec); each auto part is a check named check_name()."""
     # Only a manual question's rubric goes into the report: an auto question's rubric states the
     # key's answer, and a student who resubmits must not read it off the feedback.
-    return tuple(Item(id=q.id, title=q.title, points=q.points, manual=q.manual,
-                      rubric=tuple(q.rubric) if q.manual else (),
-                      checks=tuple(Check(name=check_name(q, p), weight=p.weight, title=p.rubric) for p in q.parts))
-                 for q in key.questions)
+    return [dict(id=q.id, title=q.title, points=q.points, manual=q.manual,
+                 rubric=list(q.rubric) if q.manual else [],
+                 checks=[dict(name=check_name(q, p), weight=p.weight, title=p.rubric) for p in q.parts])
+            for q in key.questions]

@@ -1,0 +1,46 @@
+"""`grade gradescope-bundle --out ZIP`: Gradescope's autograder zip (deploy/bundle.py); a written
+assignment's key is bundled only when every claim of it holds."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from graders.spec import SpecError, assignment_dir, load_spec, spec_path
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="grade gradescope-bundle",
+                                     description="Write the Gradescope autograder zip (setup.sh, run_autograder, the grader).")
+    parser.add_argument("--out", type=Path, required=True, help="the zip to write, e.g. autograder.zip")
+    parser.add_argument("--assignment", default="a3")
+    parser.add_argument("--dir", type=Path, help="also unpack it into this folder (the Docker build context)")
+    args = parser.parse_args(argv)
+    from graders.deploy.bundle import write_bundle, write_folder
+
+    try:
+        spec = load_spec(spec_path(args.assignment))
+        if spec.engine == "written" and spec.key:  # a key with a false claim must not reach the students
+            key = assignment_dir(spec) / spec.key
+            refused = _refused_claims(key)
+            if refused:
+                print(f"grade gradescope-bundle: not bundled: claims of the key not true: {', '.join(refused)} "
+                      f"(grade check-key {key} says why)", file=sys.stderr)
+                return 1
+        path = write_bundle(spec, args.out)
+        if args.dir:
+            write_folder(spec, args.dir)
+    except (SpecError, ValueError, OSError) as e:
+        print(f"grade gradescope-bundle: {e}", file=sys.stderr)
+        return 2
+    print(f"bundle: {path}" + (f", unpacked in {args.dir}" if args.dir else ""))
+    return 0
+
+
+def _refused_claims(key_path: Path) -> list[str]:
+    from graders.written.key import KeyProblem
+    from graders.written.keycheck import check_key_file  # sympy and the worker client: only when bundling a key
+
+    try:
+        return [o.claim.id for o in check_key_file(key_path) if not o.true]
+    except KeyProblem as e:
+        raise ValueError(str(e)) from None

@@ -1,0 +1,22 @@
+"""`grade report RESULTS`: report.html re-rendered from a stored results.json, without regrading."""
+
+import argparse
+import sys
+from pathlib import Path
+
+from graders.reports.html import write_report
+from graders.scoring.results import Results
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="grade report", description="Re-render report.html from a stored results.json.")
+    parser.add_argument("results", type=Path, help="a results.json that grade wrote")
+    parser.add_argument("--out", type=Path, help="the HTML file to write (default: report.html beside results.json)")
+    args = parser.parse_args(argv)
+    try:
+        results = Results.model_validate_json(args.results.read_bytes())
+    except (OSError, ValueError) as e:
+        print(f"grade report: {args.results}: {e}", file=sys.stderr)
+        return 2
+    print(f"report: {write_report(results, args.results.parent, args.out)}")
+    return 0

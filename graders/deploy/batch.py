@@ -1,0 +1,170 @@
+"""`grade batch`: every submission of a folder graded in its own `grade` process (forked from a
+warm one where that is safe, deploy/forked_grades.py) or its own container (docker_backend.py),
+`--jobs` at a time; then OUT/grades.csv and the class summary."""
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+
+from graders.deploy import forked_grades
+from graders.deploy.gradebook import write_gradebook
+from graders.execution.sandbox import kill_tree
+from graders.reports.html import write_report
+from graders.reports.results_file import write_results
+from graders.reports.summary import write_summary
+from graders.scoring.fallback import fallback_results
+from graders.scoring.results import Results
+from graders.spec import Spec
+
+# One submission: (source, out, grade_args=..., timeout=...) -> "graded", "grader error", or why
+# there is no report. Never raises.
+GradeOne = Callable[..., str]
+LOG_TAIL_BYTES = 200_000
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What `grade batch` was asked, checked."""
+
+    input: Path
+    out: Path
+    spec: Spec
+    assignment: str
+    jobs: int
+    force: bool
+    limits: list[str]  # --limit NAME=VALUE, passed on to each grade
+    backend: str  # "local" or "docker"
+    cpus: float  # per container (docker)
+    grade_one: GradeOne
+
+
+def find_submissions(folder: Path) -> dict[str, Path]:
+    """One submission per zip or folder in `folder` (a Gradescope export's submission_<id>/ folders
+    included), by student name: the zip's stem or the folder's name; dotfiles and other files skipped."""
+    found: dict[str, Path] = {}
+    for entry in sorted(folder.iterdir()):
+        if entry.name.startswith(".") or entry.is_symlink():
+            continue
+        if entry.is_dir() or (entry.is_file() and entry.suffix.lower() == ".zip"):
+            name = entry.stem if entry.is_file() else entry.name
+            found[entry.name if name in found else name] = entry
+    return found
+
+
+def grade_one(source: Path, out: Path, grade_args: list[str], timeout: float) -> str:
+    """Grade one submission in its own `grade` process, as single mode does; never raises. The
+    process is forked from a warm one where the platform has a fork server (forked_grades)."""
+    argv = [str(source), "--out", str(out), "--quiet", *grade_args]
+    log = out / "grade.log"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        if forked_grades.available():
+            returncode = forked_grades.grade_forked(argv, log, timeout)
+        else:
+            returncode = _grade_in_subprocess(argv, log, timeout)
+        _keep_tail(log, LOG_TAIL_BYTES)
+        if returncode is None:
+            return f"grade took longer than {timeout:g} s"
+        if (out / "results.json").exists():
+            return "graded" if returncode == 0 else "grader error"
+        return f"grade exited {returncode} without a report"
+    except Exception as e:  # e.g. a fork server that could not start: that student's row says so
+        return f"could not run grade: {type(e).__name__}: {e}"
+
+
+def _grade_in_subprocess(argv: list[str], log: Path, timeout: float) -> int | None:
+    """`python -m graders.cli ARGV` with its output into `log`; its exit status, None past `timeout`."""
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "graders.cli", *argv], stdout=fh, stderr=subprocess.STDOUT)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            kill_tree(proc.pid)  # its workers too: without bwrap they would not die with it
+            proc.wait()
+            return None
+
+
+def _keep_tail(path: Path, size: int) -> None:
+    """A log cut to its last `size` bytes (a grade that printed without end)."""
+    if path.exists() and path.stat().st_size > size:
+        with open(path, "rb") as fh:
+            fh.seek(-size, os.SEEK_END)
+            tail = fh.read()
+        path.write_bytes(tail)
+
+
+def already_graded(path: Path) -> bool:
+    """Graded already: a readable results.json without a grader error (those are retried)."""
+    try:
+        return Results.model_validate_json(path.read_bytes()).grader_error is None
+    except (OSError, ValueError):
+        return False
+
+
+def run_batch(batch: Batch) -> int:
+    students = find_submissions(batch.input)
+    todo = {s: src for s, src in students.items() if batch.force or not already_graded(batch.out / s / "results.json")}
+    failed = _grade_all(batch, students, todo)
+    graded = _read_results(batch.out, students, failed)
+    write_gradebook(batch.out / "grades.csv", batch.spec, students, graded)
+    # Grader errors are ours, not the student's: listed for a look, kept out of the class's numbers.
+    unfinished = {s: failed.get(s) or r.grader_error or "" for s, r in graded.items() if r.grader_error}
+    unfinished.update({s: why for s, why in failed.items() if s not in graded})
+    write_summary({s: r for s, r in graded.items() if s not in unfinished}, unfinished, batch.out / "summary.html",
+                  batch.spec.title)
+    print(f"{len(students)} submissions ({len(students) - len(todo)} already graded), {len(failed)} failed; "
+          f"grades: {batch.out / 'grades.csv'}, summary: {batch.out / 'summary.html'}")
+    for student, why in sorted(failed.items()):
+        print(f"failed: {student}: {why}", file=sys.stderr)
+    return 0
+
+
+def _grade_args(batch: Batch) -> list[str]:
+    """The options of each submission's grade."""
+    # Submissions in parallel already keep the cores busy: a second worker each would only add its
+    # start-up (an import of torch) to every grade. A container sees every core of the host, not
+    # its --cpus, so it is told.
+    one_worker = batch.jobs > 1 or (batch.backend == "docker" and batch.cpus < 3)
+    extra = (["--limit=workers=1"] if one_worker else []) + [f"--limit={x}" for x in batch.limits]
+    if batch.backend == "local":
+        extra = ["--assignment", batch.assignment, *extra]
+    return extra
+
+
+def _grade_all(batch: Batch, students: dict[str, Path], todo: dict[str, Path]) -> dict[str, str]:
+    """Grade `todo`, `jobs` at a time, with a progress bar; why each that did not grade cleanly failed.
+    A submission left without a report gets one: score 0 and why."""
+    from tqdm import tqdm
+
+    extra = _grade_args(batch)
+    timeout = batch.spec.limits.total_timeout_s + batch.spec.limits.import_timeout_s + 120
+    failed: dict[str, str] = {}
+    with ThreadPoolExecutor(max_workers=batch.jobs) as pool, \
+            tqdm(total=len(students), initial=len(students) - len(todo), desc="grading", unit="sub") as bar:
+        futures = {pool.submit(batch.grade_one, src, batch.out / s, grade_args=extra, timeout=timeout): s
+                   for s, src in todo.items()}
+        for future in as_completed(futures):
+            student, outcome = futures[future], future.result()
+            if outcome not in ("graded", "grader error"):  # no report at all: still one, with score 0 and why
+                results = fallback_results(students[student], batch.spec, outcome)
+                write_results(results, batch.out / student)
+                write_report(results, batch.out / student)
+            if outcome != "graded":
+                failed[student] = outcome
+            bar.update()
+    return failed
+
+
+def _read_results(out: Path, students: dict[str, Path], failed: dict[str, str]) -> dict[str, Results]:
+    """Every student's stored results.json; one that cannot be read is added to `failed`."""
+    graded: dict[str, Results] = {}
+    for student in students:
+        try:
+            graded[student] = Results.model_validate_json((out / student / "results.json").read_bytes())
+        except (OSError, ValueError) as e:
+            failed[student] = f"unreadable results.json: {e}"
+    return graded
