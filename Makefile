@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test demo template clean
+.PHONY: install test lint demo template clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,12 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# ruff (lint and format) and mypy on graders/, configured in pyproject.toml.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check graders
+	$(VENV)/bin/ruff format --check graders
+	$(VENV)/bin/mypy
 
 # Grades the reference (full marks) and a copy with a planted bug (loses 3(a)iii's points).
 demo: $(STAMP)

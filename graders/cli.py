@@ -8,8 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 # Each imported only when it runs: `grade report` needs neither torch nor the checks.
-SUBCOMMANDS = {"report": "graders.commands.report", "batch": "graders.commands.batch",
-               "gradescope-bundle": "graders.commands.bundle", "check-key": "graders.written.keycheck"}
+SUBCOMMANDS = {
+    "report": "graders.commands.report",
+    "batch": "graders.commands.batch",
+    "gradescope-bundle": "graders.commands.bundle",
+    "check-key": "graders.written.keycheck",
+}
 
 
 def _command(name: str) -> Callable[[list[str]], int]:

@@ -82,8 +82,14 @@ def _grade_with_checks(g: _Grade, intake: Intake) -> Results:
         ref = load_reference(g.spec.reference_dir, g.spec.reference_modules) if g.spec.reference_dir else None
     _preload_report()  # costs nothing while the worker still imports torch, 0.6 s at report time otherwise
     broken = _wait_for_worker(g, worker, intake)
-    g.ctx = GradeContext(spec=g.spec, worker=worker, ref=ref, intake=intake, broken=broken,
-                         spare=g.workers[1] if len(g.workers) > 1 and not broken else None)
+    g.ctx = GradeContext(
+        spec=g.spec,
+        worker=worker,
+        ref=ref,
+        intake=intake,
+        broken=broken,
+        spare=g.workers[1] if len(g.workers) > 1 and not broken else None,
+    )
     checked = _run_checks(g, g.ctx, broken)
     return _checked_results(g, g.ctx, intake, checked, broken)
 
@@ -117,8 +123,9 @@ def _wait_for_worker(g: _Grade, worker: Worker, intake: Intake) -> dict[str, str
             worker.start()
         except WorkerError as e:
             start_error = str(e)
-    g.timings.update({k: v for k, v in (("worker_boot_s", worker.boot_s), ("student_import_s", worker.import_s))
-                      if v is not None})
+    g.timings.update(
+        {k: v for k, v in (("worker_boot_s", worker.boot_s), ("student_import_s", worker.import_s)) if v is not None}
+    )
     broken = dict(intake.problems)
     for module, info in worker.import_errors.items():
         broken[f"{module}.py"] = describe_import_error(module, info, intake.problems)
@@ -138,26 +145,44 @@ def _run_checks(g: _Grade, ctx: "GradeContext", broken: dict[str, str]) -> dict[
     g.timings.update({f"item {k} s": round(v, 3) for k, v in seconds.items()})
     g.timings["student_calls"] = sum(w.calls for w in g.workers)  # requests that ran student code
     assert g.breaker is not None
-    g.timings.update(lost_to_failures_s=round(sum(w.lost_s for w in g.workers), 3),  # hangs, crashes, restarts
-                     failed_fast=g.breaker.failed_fast, broken_requests=len(g.breaker.broken))
+    g.timings.update(
+        lost_to_failures_s=round(sum(w.lost_s for w in g.workers), 3),  # hangs, crashes, restarts
+        failed_fast=g.breaker.failed_fast,
+        broken_requests=len(g.breaker.broken),
+    )
     return checked
 
 
-def _checked_results(g: _Grade, ctx: "GradeContext", intake: Intake, checked: dict[str, CheckResult],
-                     broken: dict[str, str]) -> Results:
+def _checked_results(
+    g: _Grade, ctx: "GradeContext", intake: Intake, checked: dict[str, CheckResult], broken: dict[str, str]
+) -> Results:
     """Scores, the plot kept, the warnings in the report's order, and the workers' account."""
     items = [score_item(item, [checked[c.name] for c in item.checks]) for item in g.spec.items]
     _keep_plot(ctx.training, g.out_dir, ctx.extra_warnings)
-    advice = [f"{c.title}: {c.message}" for i in items if i.status == "warning"
-              for c in i.checks if c.status not in ("passed", "not_applicable")]
+    advice = [
+        f"{c.title}: {c.message}"
+        for i in items
+        if i.status == "warning"
+        for c in i.checks
+        if c.status not in ("passed", "not_applicable")
+    ]
     g.timings["worker_peak_rss_mb"] = round(max(w.peak_rss_kb for w in g.workers) / 1024, 1)
     notes = {m: n for w in g.workers for m, n in w.import_notes.items()}
-    warnings = [postponed_note(m, n) for m, n in sorted(notes.items())] + left_running(g.workers) + advice \
-        + ctx.extra_warnings
+    warnings = (
+        [postponed_note(m, n) for m, n in sorted(notes.items())] + left_running(g.workers) + advice + ctx.extra_warnings
+    )
     worker = g.workers[0]
-    return _results(g, intake, items, problems=broken, training=ctx.training, warnings=warnings,
-                    output=captured_output(g.workers, g.spec.limits.output_cap_bytes), sandbox=worker.layers,
-                    sandbox_notes=list(worker.sandbox.caps.notes))
+    return _results(
+        g,
+        intake,
+        items,
+        problems=broken,
+        training=ctx.training,
+        warnings=warnings,
+        output=captured_output(g.workers, g.spec.limits.output_cap_bytes),
+        sandbox=worker.layers,
+        sandbox_notes=list(worker.sandbox.caps.notes),
+    )
 
 
 def _release(g: _Grade) -> None:
@@ -171,8 +196,16 @@ def _release(g: _Grade) -> None:
 
 
 def _rejected(g: _Grade, intake: Intake, reason: str) -> Results:
-    items = [score_item(i, [CheckResult(name=c.name, title=c.title, weight=c.weight, status="failed", message=reason)
-                            for c in i.checks]) for i in g.spec.items]
+    items = [
+        score_item(
+            i,
+            [
+                CheckResult(name=c.name, title=c.title, weight=c.weight, status="failed", message=reason)
+                for c in i.checks
+            ],
+        )
+        for i in g.spec.items
+    ]
     return _results(g, intake, items, grader_error=None, problems={"submission": reason})
 
 
@@ -187,18 +220,27 @@ def _quiet_advice(spec: Spec, checked: dict[str, CheckResult], broken: dict[str,
     return quiet
 
 
-def _results(g: _Grade, intake: Intake, items: list[ItemResult], warnings: list[str] | None = None,
-             **extra: Any) -> Results:
+def _results(
+    g: _Grade, intake: Intake, items: list[ItemResult], warnings: list[str] | None = None, **extra: Any
+) -> Results:
     spec = g.spec
     scored = [i for i in items if not i.bonus]
     bonus = [i for i in items if i.bonus]
-    return Results(assignment=spec.assignment, grader_version=__version__,
-                   submission=Submission(name=g.source.name, sha256=intake.sha256,
-                                         files=sorted(p.name for p in intake.files.values())),
-                   score=round(sum(i.score for i in scored), 2), max_score=spec.points(),
-                   bonus_score=round(sum(i.score for i in bonus), 2), bonus_max=spec.points(bonus=True),
-                   items=items, timings={**g.timings, "total_s": since(g.started)},
-                   warnings=intake.warnings + (warnings or []), **extra)
+    return Results(
+        assignment=spec.assignment,
+        grader_version=__version__,
+        submission=Submission(
+            name=g.source.name, sha256=intake.sha256, files=sorted(p.name for p in intake.files.values())
+        ),
+        score=round(sum(i.score for i in scored), 2),
+        max_score=spec.points(),
+        bonus_score=round(sum(i.score for i in bonus), 2),
+        bonus_max=spec.points(bonus=True),
+        items=items,
+        timings={**g.timings, "total_s": since(g.started)},
+        warnings=intake.warnings + (warnings or []),
+        **extra,
+    )
 
 
 def _keep_plot(training: Training | None, out_dir: Path | None, warnings: list[str]) -> None:

@@ -14,7 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from graders.paths import ASSIGNMENTS_DIR
 
 
-
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -23,9 +22,12 @@ class Check(_Strict):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="the hidden test is test_<name>")
     weight: float = Field(ge=0)
     title: str = ""
-    uses: tuple[str, ...] = Field((), description="items whose student code this check also runs (e.g. the block's "
-                                  "check runs the student's attention): when one of them fails on its own, the "
-                                  "failure's message says it may be the cause")
+    uses: tuple[str, ...] = Field(
+        (),
+        description="items whose student code this check also runs (e.g. the block's "
+        "check runs the student's attention): when one of them fails on its own, the "
+        "failure's message says it may be the cause",
+    )
 
 
 Visibility = Literal["visible", "hidden", "after_due_date", "after_published"]
@@ -38,16 +40,25 @@ class Item(_Strict):
     bonus: bool = False
     manual: bool = Field(False, description="graded by hand: listed, never auto-scored")
     report_as: Literal["score", "warning"] = "score"
-    rubric: tuple[str, ...] = Field((), description="a manual item's guide for the graders: in results.json and "
-                                    "report.html, never in Gradescope's student-facing results")
+    rubric: tuple[str, ...] = Field(
+        (),
+        description="a manual item's guide for the graders: in results.json and "
+        "report.html, never in Gradescope's student-facing results",
+    )
     needs: tuple[str, ...] = Field(default=(), description="submitted files the item's checks import")
-    runs: str | None = Field(None, description="the student method the item grades, as its requests name it "
-                             "(`Transformer.forward`): a method that hangs or crashes its worker is run once "
-                             "per grade, and the items whose checks `uses` this one are known to run it too")
+    runs: str | None = Field(
+        None,
+        description="the student method the item grades, as its requests name it "
+        "(`Transformer.forward`): a method that hangs or crashes its worker is run once "
+        "per grade, and the items whose checks `uses` this one are known to run it too",
+    )
     checks: tuple[Check, ...] = ()
     visibility: Visibility = "visible"
-    own_worker: bool = Field(False, description="its checks send a long request ahead, to a second worker "
-                             "that runs it alongside the other items' checks (when limits.workers is 2)")
+    own_worker: bool = Field(
+        False,
+        description="its checks send a long request ahead, to a second worker "
+        "that runs it alongside the other items' checks (when limits.workers is 2)",
+    )
 
     @model_validator(mode="after")
     def _checks_carry_weight(self) -> "Item":
@@ -70,9 +81,14 @@ class Limits(_Strict):
     open_files: int = Field(256, ge=32, description="RLIMIT_NOFILE")
     processes: int = Field(64, ge=8, description="RLIMIT_NPROC and the pids cgroup (threads count)")
     scratch_mb: int = Field(256, ge=16, description="size of the worker's scratch folder and /tmp, each (bwrap)")
-    workers: int = Field(0, ge=0, le=2, description="workers per submission: 2 gives items marked own_worker "
-                         "(A3's training run) a worker of their own, running alongside the other checks; 0 picks 2 "
-                         "only on a machine with 3 or more cores")
+    workers: int = Field(
+        0,
+        ge=0,
+        le=2,
+        description="workers per submission: 2 gives items marked own_worker "
+        "(A3's training run) a worker of their own, running alongside the other checks; 0 picks 2 "
+        "only on a machine with 3 or more cores",
+    )
 
     def worker_count(self) -> int:
         # Measured on 2 cores: the trusted side and the first worker keep both busy, so a second
@@ -119,10 +135,19 @@ class Training(_Strict):
 
 
 class Gradescope(_Strict):
-    time_budget_s: float = Field(480, gt=0, le=2400, description="run_autograder's own limit, under the "
-                                 "platform's (10 min by default, 40 at most): past it the student would get 0")
-    wrap_up_s: float = Field(30, gt=0, description="of the budget, kept for writing the results after the checks' "
-                             "deadline (killing workers, the report) on a slow autograder machine")
+    time_budget_s: float = Field(
+        480,
+        gt=0,
+        le=2400,
+        description="run_autograder's own limit, under the "
+        "platform's (10 min by default, 40 at most): past it the student would get 0",
+    )
+    wrap_up_s: float = Field(
+        30,
+        gt=0,
+        description="of the budget, kept for writing the results after the checks' "
+        "deadline (killing workers, the report) on a slow autograder machine",
+    )
 
     @model_validator(mode="after")
     def _room_to_grade(self) -> "Gradescope":
@@ -133,9 +158,11 @@ class Gradescope(_Strict):
 
 class Scoring(_Strict):
     policy: Literal["charge_once", "cascade"] = Field(
-        "charge_once", description="charge_once: a failed check that also runs another item's code (its `uses`) is "
+        "charge_once",
+        description="charge_once: a failed check that also runs another item's code (its `uses`) is "
         "excused, its weight moved to its item's other checks, when that item fails a check of its own, so one bug "
-        "costs points once, where it is; cascade: every check that runs the bug loses its weight")
+        "costs points once, where it is; cascade: every check that runs the bug loses its weight",
+    )
 
 
 Params = dict[str, bool | int | float | str | tuple[int | float | str, ...]]
@@ -151,13 +178,19 @@ class Spec(_Strict):
     engine: Literal["checks", "written"] = "checks"
     required_files: tuple[str, ...]
     alternatives: dict[str, tuple[str, ...]] = Field(
-        default_factory=dict, description="a required file that may come as another file instead, e.g. "
-        "A2S1.py as A2S1.ipynb; the first name found, in this order after the file itself, is graded")
+        default_factory=dict,
+        description="a required file that may come as another file instead, e.g. "
+        "A2S1.py as A2S1.ipynb; the first name found, in this order after the file itself, is graded",
+    )
     notebooks: tuple[str, ...] = Field(
-        (), description="required files run cell by cell (Jupyter percent format or .ipynb) by the checks, "
-        "not imported when the worker starts")
+        (),
+        description="required files run cell by cell (Jupyter percent format or .ipynb) by the checks, "
+        "not imported when the worker starts",
+    )
     reference_dir: str | None = None
-    reference_modules: tuple[str, ...] = Field((), description="modules of reference_dir the checks get, in import order")
+    reference_modules: tuple[str, ...] = Field(
+        (), description="modules of reference_dir the checks get, in import order"
+    )
     checks_dir: str | None = None
     key: str | None = Field(None, description="the answer key (engine written), relative to the assignment folder")
     limits: Limits = Limits()
@@ -169,7 +202,8 @@ class Spec(_Strict):
     gradescope: Gradescope = Gradescope()
     scoring: Scoring = Scoring()
     stdout_visibility: Visibility = Field(
-        "hidden", description="when students see what their code printed (Gradescope's stdout_visibility)")
+        "hidden", description="when students see what their code printed (Gradescope's stdout_visibility)"
+    )
 
     @model_validator(mode="after")
     def _engine_has_what_it_needs(self) -> "Spec":

@@ -1,6 +1,7 @@
 """What hidden checks use to fail with feedback a student can act on."""
 
-from typing import Any, Callable, Iterable, NamedTuple
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
@@ -22,8 +23,14 @@ class Fingerprint(NamedTuple):
 class CheckFailure(AssertionError):
     """A check failed; `message` is the student-facing sentence, the rest goes into the report."""
 
-    def __init__(self, message: str, measured: float | None = None, tolerance: float | None = None,
-                 where: str | None = None, diagnosis: Diagnosis | None = None):
+    def __init__(
+        self,
+        message: str,
+        measured: float | None = None,
+        tolerance: float | None = None,
+        where: str | None = None,
+        diagnosis: Diagnosis | None = None,
+    ):
         super().__init__(message)
         self.message, self.measured, self.tolerance, self.where = message, measured, tolerance, where
         self.diagnosis = diagnosis
@@ -60,8 +67,12 @@ def diagnose(actual: torch.Tensor, fingerprints: Iterable[Fingerprint]) -> Diagn
         try:
             with torch.no_grad():
                 expected = fp.output().double()
-            if expected.shape == actual.shape and expected.numel() and torch.isfinite(expected).all() and \
-                    float((actual.double() - expected).abs().max()) <= tolerance(expected):
+            if (
+                expected.shape == actual.shape
+                and expected.numel()
+                and torch.isfinite(expected).all()
+                and float((actual.double() - expected).abs().max()) <= tolerance(expected)
+            ):
                 matched[fp.id] = fp.explanation
         except Exception:  # noqa: BLE001  a fingerprint that cannot run here matches nothing, and never fails a check
             continue
@@ -84,12 +95,17 @@ def _only(matched: dict[str, str]) -> Diagnosis | None:
 
 def _index_words(index: tuple[int, ...], axes: tuple[str, ...]) -> str:
     names = list(axes) + [f"dim {i}" for i in range(len(axes), len(index))]
-    return ", ".join(f"{n} {i}" for n, i in zip(names, index))
+    return ", ".join(f"{n} {i}" for n, i in zip(names, index, strict=False))
 
 
-def expect_tensor(out: dict, shape: tuple[int, ...], what: str, floating: bool = True,
-                  shapes: Iterable[tuple[tuple[int, ...], str, str]] = (),
-                  nan: Callable[[torch.Tensor], Diagnosis | None] | None = None) -> torch.Tensor:
+def expect_tensor(
+    out: dict,
+    shape: tuple[int, ...],
+    what: str,
+    floating: bool = True,
+    shapes: Iterable[tuple[tuple[int, ...], str, str]] = (),
+    nan: Callable[[torch.Tensor], Diagnosis | None] | None = None,
+) -> torch.Tensor:
     """The wire form of a returned value, checked to be a finite tensor of the right shape.
     `shapes` explains known wrong shapes (see shape_diagnosis); `nan` explains where NaNs are."""
     if out.get("kind") != "tensor":
@@ -111,9 +127,13 @@ def expect_tensor(out: dict, shape: tuple[int, ...], what: str, floating: bool =
     return t.double() if floating else t
 
 
-def assert_close(actual: torch.Tensor, expected: torch.Tensor, what: str,
-                 axes: tuple[str, ...] = ("batch", "position"),
-                 fingerprints: Callable[[], Iterable[Fingerprint]] | None = None) -> float:
+def assert_close(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    what: str,
+    axes: tuple[str, ...] = ("batch", "position"),
+    fingerprints: Callable[[], Iterable[Fingerprint]] | None = None,
+) -> float:
     """Max abs error of `actual` against `expected`, failing with where it is worst and, when
     `fingerprints` are given and exactly one matches, the known mistake it is."""
     tol = tolerance(expected)
@@ -121,9 +141,13 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, what: str,
     worst = float(err.max()) if err.numel() else 0.0
     if worst > tol:
         index = tuple(int(i) for i in np.unravel_index(int(err.argmax()), tuple(err.shape)))
-        where = _index_words(index[:len(axes)], axes) if axes else None
+        where = _index_words(index[: len(axes)], axes) if axes else None
         at = f" at {where}" if where else ""
-        fail(f"{what} differs from the reference by up to {worst:.3g}{at} (tolerance {tol:.1g})",
-             measured=worst, tolerance=tol, where=where,
-             diagnosis=diagnose(actual, fingerprints()) if fingerprints else None)
+        fail(
+            f"{what} differs from the reference by up to {worst:.3g}{at} (tolerance {tol:.1g})",
+            measured=worst,
+            tolerance=tol,
+            where=where,
+            diagnosis=diagnose(actual, fingerprints()) if fingerprints else None,
+        )
     return worst

@@ -32,9 +32,9 @@ class NotebookError(Exception):
 
 @dataclass(frozen=True)
 class Cell:
-    number: int             # 1-based, among the code cells, in order
-    source: str             # shell and line magics replaced by `pass`
-    first_line: int         # the cell's first line in the file (.py), or 1 (.ipynb: lines count within the cell)
+    number: int  # 1-based, among the code cells, in order
+    source: str  # shell and line magics replaced by `pass`
+    first_line: int  # the cell's first line in the file (.py), or 1 (.ipynb: lines count within the cell)
     skipped: str | None = None  # why the cell is not run
 
     def where(self) -> str:
@@ -68,7 +68,7 @@ def _without_magics(lines: list[str]) -> tuple[str, str | None]:
     out = []
     for line in body:
         stripped = line.lstrip()
-        indent = line[:len(line) - len(stripped)]
+        indent = line[: len(line) - len(stripped)]
         timed = re.match(r"%(time|timeit|prun)\s+(\S.*)$", stripped)
         if timed:  # `%time x = f()` runs `x = f()`
             out.append(indent + timed.group(2))
@@ -130,7 +130,7 @@ def read_cells(path: Path) -> list[Cell]:
 @dataclass
 class CellOutcome:
     cell: Cell
-    status: str            # "ok", "skipped", "failed"
+    status: str  # "ok", "skipped", "failed"
     message: str = ""
 
 
@@ -170,61 +170,95 @@ def run_notebook(worker: Worker, path: Path, watch: list[str], timeout: float) -
     except (NotebookError, UnicodeDecodeError) as e:
         run.problem = str(e)
         return run
-    good: list[Cell] = []
-    replays = 0
-
-    def send(cell: Cell, capture: list[str]) -> dict:
-        return worker.request("cell", f"{cell.where()} of {path.name}", timeout, keep_state=True, source=cell.source,
-                              filename=path.name, first_line=cell.first_line, capture=capture)
-
+    runner = _CellRunner(worker, path, timeout, run)
     for cell in cells:
-        if replays > MAX_REPLAYS:
-            run.outcomes.append(CellOutcome(cell, "failed", "not run: too many cells hung or crashed the worker"))
-            continue
-        if cell.skipped:
-            run.outcomes.append(CellOutcome(cell, "skipped", cell.skipped))
-            continue
+        runner.run_cell(cell, watch)
+    runner.collect_missing(watch, after=len(cells))
+    return run
+
+
+@dataclass
+class _CellRunner:
+    """The cells of one notebook, sent one at a time; the good ones replayed after a hang or crash."""
+
+    worker: Worker
+    path: Path
+    timeout: float
+    run: NotebookRun
+    good: list[Cell] = field(default_factory=list)
+    replays: int = 0
+
+    def send(self, cell: Cell, capture: list[str]) -> dict:
+        return self.worker.request(
+            "cell",
+            f"{cell.where()} of {self.path.name}",
+            self.timeout,
+            keep_state=True,
+            source=cell.source,
+            filename=self.path.name,
+            first_line=cell.first_line,
+            capture=capture,
+        )
+
+    def run_cell(self, cell: Cell, watch: list[str]) -> None:
+        refused = self._not_run(cell)
+        if refused:
+            self.run.outcomes.append(refused)
+            return
+        capture = sorted(set(watch) & cell.assigns())
         try:
-            compile(cell.source, path.name, "exec")
+            reply = self.send(cell, capture)
+        except StudentError as e:
+            self.run.outcomes.append(CellOutcome(cell, "failed", _error_text(e, cell, self.path.name)))
+            return
+        except WorkerError as e:
+            self.run.outcomes.append(CellOutcome(cell, "failed", _error_text(e, cell, self.path.name)))
+            self._replay()
+            return
+        self.good.append(cell)
+        self.run.outcomes.append(CellOutcome(cell, "ok"))
+        values = reply.get("values")
+        for name in capture:
+            if isinstance(values, dict) and isinstance(values.get(name), dict):
+                self.run.values.setdefault(name, []).append((cell, values[name]))
+
+    def _not_run(self, cell: Cell) -> CellOutcome | None:
+        """Why `cell` is not sent at all: past the replays, skipped, or not valid Python."""
+        if self.replays > MAX_REPLAYS:
+            return CellOutcome(cell, "failed", "not run: too many cells hung or crashed the worker")
+        if cell.skipped:
+            return CellOutcome(cell, "skipped", cell.skipped)
+        try:
+            compile(cell.source, self.path.name, "exec")
         except (SyntaxError, ValueError) as e:
             line = getattr(e, "lineno", None)
             shown = (line + cell.first_line - 1) if line else None
             at = f", line {shown}" if shown else ""
-            run.outcomes.append(CellOutcome(cell, "failed", f"SyntaxError{at}: {getattr(e, 'msg', e)}"))
-            continue
-        capture = sorted(set(watch) & cell.assigns())
+            return CellOutcome(cell, "failed", f"SyntaxError{at}: {getattr(e, 'msg', e)}")
+        return None
+
+    def _replay(self) -> None:
+        """A fresh worker, back in the state the good cells left."""
+        self.replays += 1
+        self.worker.begin_check()  # the client fails the rest of a check after a hang; a notebook goes on
         try:
-            reply = send(cell, capture)
-        except StudentError as e:
-            run.outcomes.append(CellOutcome(cell, "failed", _error_text(e, cell, path.name)))
-            continue
-        except WorkerError as e:
-            run.outcomes.append(CellOutcome(cell, "failed", _error_text(e, cell, path.name)))
-            replays += 1
-            worker.begin_check()  # the client fails the rest of a check after a hang; a notebook goes on
-            try:  # a fresh worker, back in the state the good cells left
-                for earlier in good:
-                    send(earlier, [])
-            except (StudentError, WorkerError):
-                replays = MAX_REPLAYS + 1
-            continue
-        good.append(cell)
-        run.outcomes.append(CellOutcome(cell, "ok"))
-        values = reply.get("values") if isinstance(reply.get("values"), dict) else {}
-        for name in capture:
-            if isinstance(values.get(name), dict):
-                run.values.setdefault(name, []).append((cell, values[name]))
-    missing = [n for n in watch if n not in run.values]
-    if missing and good and replays <= MAX_REPLAYS:  # bound some other way (a loop, globals()): as the notebook ends
-        end = Cell(len(cells) + 1, "", 1)
+            for earlier in self.good:
+                self.send(earlier, [])
+        except (StudentError, WorkerError):
+            self.replays = MAX_REPLAYS + 1
+
+    def collect_missing(self, watch: list[str], after: int) -> None:
+        """Names bound some other way (a loop, globals()): their values as the notebook ends."""
+        missing = [n for n in watch if n not in self.run.values]
+        if not (missing and self.good and self.replays <= MAX_REPLAYS):
+            return
         try:
-            values = send(end, missing).get("values")
+            values = self.send(Cell(after + 1, "", 1), missing).get("values")
         except (StudentError, WorkerError):
             values = None
         for name in missing:
             if isinstance(values, dict) and isinstance(values.get(name), dict):
-                run.values[name] = [(good[-1], values[name])]
-    return run
+                self.run.values[name] = [(self.good[-1], values[name])]
 
 
 def wire_value(run: NotebookRun, name: str, which: int = 0) -> tuple[Cell | None, Any]:

@@ -3,7 +3,6 @@
 import functools
 import importlib
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 from graders.execution.worker import lazy

@@ -5,10 +5,11 @@ so the runner loads it only once the worker is already starting."""
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any, cast
 
 import pytest
 import torch
@@ -29,7 +30,7 @@ class GradeContext:
 
     spec: Spec
     worker: Worker
-    ref: SimpleNamespace
+    ref: SimpleNamespace | None  # None: the assignment has no reference
     intake: Intake
     broken: dict[str, str] = field(default_factory=dict)  # file -> why its checks are blocked
     spare: Worker | None = None  # already starting, when the limits allow a second worker
@@ -89,9 +90,16 @@ class GradePlugin:
         # Same zip, same examples, same feedback: no database, derandomized, no shrinking (a shrink
         # re-runs student code many times, and a hang would be paid for at every run).
         settings.register_profile(
-            "grading", derandomize=True, database=None, deadline=None, print_blob=False,
-            max_examples=self.ctx.spec.hypothesis.max_examples, phases=(Phase.explicit, Phase.generate),
-            report_multiple_bugs=False, suppress_health_check=list(HealthCheck))
+            "grading",
+            derandomize=True,
+            database=None,
+            deadline=None,
+            print_blob=False,
+            max_examples=self.ctx.spec.hypothesis.max_examples,
+            phases=(Phase.explicit, Phase.generate),
+            report_multiple_bugs=False,
+            suppress_health_check=list(HealthCheck),
+        )
         settings.load_profile("grading")
 
     @pytest.fixture(scope="session")
@@ -99,7 +107,7 @@ class GradePlugin:
         return self.ctx
 
     def _check_of(self, item: pytest.Item) -> str:
-        return item.originalname.removeprefix("test_")
+        return cast(pytest.Function, item).originalname.removeprefix("test_")  # every check is a function
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """The spec decides what runs: a test that is no check of its items (grade --only) is not run."""
@@ -117,7 +125,9 @@ class GradePlugin:
         if reasons:
             pytest.skip("blocked: " + "; ".join(dict.fromkeys(reasons)))
         if time.monotonic() > self.deadline:
-            pytest.skip(f"blocked: not run, the grade's time budget of {self.ctx.spec.limits.total_timeout_s:g} s ran out")
+            pytest.skip(
+                f"blocked: not run, the grade's time budget of {self.ctx.spec.limits.total_timeout_s:g} s ran out"
+            )
         self.ctx.worker.begin_check(next(c.title for c in spec_item.checks if c.name == check))
 
     @pytest.hookimpl(hookwrapper=True)
@@ -151,18 +161,30 @@ class GradePlugin:
             inner = exc.exceptions[0] if isinstance(exc, BaseExceptionGroup) and exc.exceptions else None
             result = GradePlugin._failure(inner, base) if inner else None
             detail = f": {result.message}" if result else ""
-            return CheckResult(status="failed", message="the same input gave different results on two runs "
-                               f"(randomness in the code?){detail}", **base)
+            return CheckResult(
+                status="failed",
+                message=f"the same input gave different results on two runs (randomness in the code?){detail}",
+                **base,
+            )
         example = _example(exc) if exc else None
         if isinstance(exc, CheckFailure):
-            return CheckResult(status="failed", message=exc.message, measured=exc.measured, tolerance=exc.tolerance,
-                               where=exc.where, example=example, diagnosis=exc.diagnosis, **base)
+            return CheckResult(
+                status="failed",
+                message=exc.message,
+                measured=exc.measured,
+                tolerance=exc.tolerance,
+                where=exc.where,
+                example=example,
+                diagnosis=exc.diagnosis,
+                **base,
+            )
         if isinstance(exc, (StudentError, WorkerError)):
             return CheckResult(status="failed", message=str(exc), example=example, **base)
         if isinstance(exc, AssertionError):
             return CheckResult(status="failed", message=str(exc).split("\n")[0], example=example, **base)
-        return CheckResult(status="error", example=example,
-                           message=f"grader error: {type(exc).__name__}: {exc}"[:2000], **base)
+        return CheckResult(
+            status="error", example=example, message=f"grader error: {type(exc).__name__}: {exc}"[:2000], **base
+        )
 
 
 def run_checks(ctx: GradeContext, deadline: float) -> tuple[dict[str, CheckResult], dict[str, float]]:
@@ -172,13 +194,28 @@ def run_checks(ctx: GradeContext, deadline: float) -> tuple[dict[str, CheckResul
     # threads, torch.tril on an 8x8 mask took 2.4 ms (a thread descheduled mid-op), not 0.05 ms.
     torch.set_num_threads(1)
     plugin = GradePlugin(ctx, deadline)
+    assert ctx.spec.checks_dir is not None  # engine checks: the spec requires it
     checks_dir = REPO / ctx.spec.checks_dir
     # Only the plugins the checks use: autoloading every installed one (anyio, jaxtyping) costs 0.5 s.
     autoload = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     try:
-        code = pytest.main([str(checks_dir), "-p", "no:cacheprovider", "-p", "no:terminal", "-p", "_hypothesis_pytestplugin",
-                            "-c", str(checks_dir / "pytest.ini"), "--rootdir", str(checks_dir)], plugins=[plugin])
+        code = pytest.main(
+            [
+                str(checks_dir),
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:terminal",
+                "-p",
+                "_hypothesis_pytestplugin",
+                "-c",
+                str(checks_dir / "pytest.ini"),
+                "--rootdir",
+                str(checks_dir),
+            ],
+            plugins=[plugin],
+        )
     finally:
         if autoload is None:
             del os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"]

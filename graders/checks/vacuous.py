@@ -21,8 +21,15 @@ def _rms(t: torch.Tensor) -> float:
 
 def _spread(ts: Sequence[torch.Tensor]) -> float:
     """The largest difference between any two of `ts` (same shapes only)."""
-    return max((float((a.double() - b.double()).abs().max()) for i, a in enumerate(ts) for b in ts[i + 1:]
-                if a.shape == b.shape and a.numel()), default=0.0)
+    return max(
+        (
+            float((a.double() - b.double()).abs().max())
+            for i, a in enumerate(ts)
+            for b in ts[i + 1 :]
+            if a.shape == b.shape and a.numel()
+        ),
+        default=0.0,
+    )
 
 
 def _along(t: torch.Tensor, axis: int) -> float:
@@ -32,8 +39,14 @@ def _along(t: torch.Tensor, axis: int) -> float:
     return float((t.double() - t.double().narrow(axis, 0, 1)).abs().max())
 
 
-def require_work(what: str, outs: Sequence[torch.Tensor], refs: Sequence[torch.Tensor],
-                 inputs: Sequence[torch.Tensor] = (), positions: int | None = -2, scale: bool = True) -> None:
+def require_work(
+    what: str,
+    outs: Sequence[torch.Tensor],
+    refs: Sequence[torch.Tensor],
+    inputs: Sequence[torch.Tensor] = (),
+    positions: int | None = -2,
+    scale: bool = True,
+) -> None:
     """Fail unless `outs` (the student's, on different inputs) do the work that `refs` (the
     reference's, on the same inputs) do: they depend on the input where the reference's do, vary
     along `positions` where the reference's do, are not the input handed back (`inputs`, the same
@@ -41,15 +54,22 @@ def require_work(what: str, outs: Sequence[torch.Tensor], refs: Sequence[torch.T
     tol = max(tolerance(r.double()) for r in refs)
     if len(outs) > 1 and _spread(refs) > tol and _spread(outs) <= tol:
         fail(f"{what} gives the same output for different inputs: it does not depend on its input; {TRIVIAL}")
-    for out, ref in zip(outs, refs):
+    for out, ref in zip(outs, refs, strict=False):
         if positions is not None and _along(ref, positions) > tol and _along(out, positions) <= tol:
-            fail(f"{what} gives the same output at every position, where the right output differs between "
-                 f"positions; {TRIVIAL}")
-    for out, ref, x in zip(outs, refs, inputs):
-        if out.shape == x.shape and float((out - x.double()).abs().max()) <= tol \
-                and float((ref.double() - x.double()).abs().max()) > tol:
+            fail(
+                f"{what} gives the same output at every position, where the right output differs between "
+                f"positions; {TRIVIAL}"
+            )
+    for out, ref, x in zip(outs, refs, inputs, strict=False):
+        if (
+            out.shape == x.shape
+            and float((out - x.double()).abs().max()) <= tol
+            and float((ref.double() - x.double()).abs().max()) > tol
+        ):
             fail(f"{what} returns its input unchanged; {TRIVIAL}")
     size, right = max(map(_rms, outs)), max(map(_rms, refs))
     if scale and right > 0 and not right / SCALE_FACTOR <= size <= right * SCALE_FACTOR:
-        fail(f"{what} gives outputs of size {size:.3g} where the right ones are of size {right:.3g} (more than "
-             f"{SCALE_FACTOR:g} times off); {TRIVIAL}")
+        fail(
+            f"{what} gives outputs of size {size:.3g} where the right ones are of size {right:.3g} (more than "
+            f"{SCALE_FACTOR:g} times off); {TRIVIAL}"
+        )

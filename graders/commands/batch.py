@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from graders.commands.overrides import with_limits
-from graders.deploy.batch import Batch, GradeOne, grade_one, run_batch
 from graders.deploy import docker_backend
+from graders.deploy.batch import Batch, GradeOne, grade_one, run_batch
 from graders.deploy.docker_backend import DockerUnavailable
 from graders.spec import Spec, SpecError, load_spec, spec_path
 
@@ -15,13 +15,19 @@ from graders.spec import Spec, SpecError, load_spec, spec_path
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grade batch", description="Grade a folder of submissions (zips or folders).")
     parser.add_argument("input", type=Path, help="a folder with one zip or folder per student")
-    parser.add_argument("--out", type=Path, required=True, help="OUT/<student>/results.json, report.html; OUT/grades.csv")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="OUT/<student>/results.json, report.html; OUT/grades.csv"
+    )
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded at once, each in its own process")
     parser.add_argument("--force", action="store_true", help="regrade submissions that already have a results.json")
     parser.add_argument("--assignment", default="a3")
     parser.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE")
-    parser.add_argument("--backend", choices=("local", "docker"), default="local",
-                        help="local: a grade process each, sandboxed here; docker: a container each (--image)")
+    parser.add_argument(
+        "--backend",
+        choices=("local", "docker"),
+        default="local",
+        help="local: a grade process each, sandboxed here; docker: a container each (--image)",
+    )
     parser.add_argument("--image", help="the grading image (docker/README.md), with --backend docker")
     parser.add_argument("--cpus", type=float, default=1.0, help="CPUs per container (docker)")
     parser.add_argument("--memory-mb", type=int, help="memory cap per container (docker; default from the spec)")
@@ -45,8 +51,9 @@ def _grader(args: argparse.Namespace, spec: Spec) -> GradeOne:
         return grade_one
     client = docker_backend.connect()
     limits = docker_backend.ContainerLimits.for_spec(spec.limits, args.cpus, args.memory_mb)
-    return functools.partial(docker_backend.grade_in_container, client, args.image, assignment=args.assignment,
-                             limits=limits)
+    return functools.partial(
+        docker_backend.grade_in_container, client, args.image, assignment=args.assignment, limits=limits
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -61,6 +68,17 @@ def main(argv: list[str]) -> int:
     except DockerUnavailable as e:
         print(f"grade batch --backend docker: {e}", file=sys.stderr)
         return 2
-    return run_batch(Batch(input=args.input, out=args.out, spec=spec, assignment=args.assignment, jobs=args.jobs,
-                           force=args.force, limits=args.limit, backend=args.backend, cpus=args.cpus,
-                           grade_one=grader))
+    return run_batch(
+        Batch(
+            input=args.input,
+            out=args.out,
+            spec=spec,
+            assignment=args.assignment,
+            jobs=args.jobs,
+            force=args.force,
+            limits=args.limit,
+            backend=args.backend,
+            cpus=args.cpus,
+            grade_one=grader,
+        )
+    )

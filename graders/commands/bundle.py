@@ -9,8 +9,10 @@ from graders.spec import SpecError, assignment_dir, load_spec, spec_path
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="grade gradescope-bundle",
-                                     description="Write the Gradescope autograder zip (setup.sh, run_autograder, the grader).")
+    parser = argparse.ArgumentParser(
+        prog="grade gradescope-bundle",
+        description="Write the Gradescope autograder zip (setup.sh, run_autograder, the grader).",
+    )
     parser.add_argument("--out", type=Path, required=True, help="the zip to write, e.g. autograder.zip")
     parser.add_argument("--assignment", default="a3")
     parser.add_argument("--dir", type=Path, help="also unpack it into this folder (the Docker build context)")
@@ -23,8 +25,11 @@ def main(argv: list[str]) -> int:
             key = assignment_dir(spec) / spec.key
             refused = _refused_claims(key)
             if refused:
-                print(f"grade gradescope-bundle: not bundled: claims of the key not true: {', '.join(refused)} "
-                      f"(grade check-key {key} says why)", file=sys.stderr)
+                print(
+                    f"grade gradescope-bundle: not bundled: claims of the key not true: {', '.join(refused)} "
+                    f"(grade check-key {key} says why)",
+                    file=sys.stderr,
+                )
                 return 1
         path = write_bundle(spec, args.out)
         if args.dir:

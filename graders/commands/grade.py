@@ -19,23 +19,50 @@ from graders.spec import Spec, SpecError, load_spec, spec_path
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="grade", description="Grade submission zips (or folders). "
-                                     "`grade report results.json` re-renders a report without regrading.")
+    parser = argparse.ArgumentParser(
+        prog="grade",
+        description="Grade submission zips (or folders). "
+        "`grade report results.json` re-renders a report without regrading.",
+    )
     parser.add_argument("submissions", nargs="+", type=Path, help="submission.zip files or folders")
-    parser.add_argument("--out", type=Path, default=Path("grade-out"),
-                        help="where results.json goes (one sub-folder per submission when there are several)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path("grade-out"),
+        help="where results.json goes (one sub-folder per submission when there are several)",
+    )
     parser.add_argument("--assignment", default="a3")
     parser.add_argument("--quiet", action="store_true", help="print only the totals")
-    parser.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE",
-                        help="override one of the spec's [limits], e.g. --limit call_timeout_s=2")
-    parser.add_argument("--set", action="append", default=[], metavar="SECTION.NAME=VALUE", dest="settings",
-                        help="override any other setting of the spec, e.g. --set hypothesis.max_examples=3 (for "
-                             "experiments: the report then says the spec was changed)")
-    parser.add_argument("--only", action="append", default=[], metavar="ITEM",
-                        help="grade only this item (repeatable), e.g. --only '3(b)iii'; the report then covers "
-                             "just those items and says so")
-    parser.add_argument("--gradescope", type=Path, metavar="PATH",
-                        help="also write PATH in Gradescope's results.json format (one submission only)")
+    parser.add_argument(
+        "--limit",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override one of the spec's [limits], e.g. --limit call_timeout_s=2",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.NAME=VALUE",
+        dest="settings",
+        help="override any other setting of the spec, e.g. --set hypothesis.max_examples=3 (for "
+        "experiments: the report then says the spec was changed)",
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="ITEM",
+        help="grade only this item (repeatable), e.g. --only '3(b)iii'; the report then covers "
+        "just those items and says so",
+    )
+    parser.add_argument(
+        "--gradescope",
+        type=Path,
+        metavar="PATH",
+        help="also write PATH in Gradescope's results.json format (one submission only)",
+    )
     return parser
 
 
@@ -85,11 +112,15 @@ def _grade_one(source: Path, spec: Spec, out: Path, args: argparse.Namespace) ->
 def _note_changes(results: Results, args: argparse.Namespace) -> None:
     """A grade under changed settings, or of some items only, says so first among its warnings."""
     if args.settings:
-        results.warnings.insert(0, f"the spec was changed for this grade (--set {', '.join(args.settings)}): "
-                                   "not the assignment's own settings")
+        results.warnings.insert(
+            0,
+            f"the spec was changed for this grade (--set {', '.join(args.settings)}): "
+            "not the assignment's own settings",
+        )
     if args.only:
-        results.warnings.insert(0, f"partial grade: only {', '.join(args.only)} graded (grade --only); "
-                                   "the score covers those items alone")
+        results.warnings.insert(
+            0, f"partial grade: only {', '.join(args.only)} graded (grade --only); the score covers those items alone"
+        )
 
 
 def _print(source: Path, results: Results, path: Path, html: Path | None, quiet: bool) -> None:

@@ -1,6 +1,8 @@
 """`--limit NAME=VALUE` and `--set SECTION.NAME=VALUE`: a spec with some settings replaced,
 validated as the spec file would be."""
 
+from typing import Any
+
 from pydantic import ValidationError
 
 from graders.spec import Spec
@@ -18,13 +20,21 @@ def with_settings(spec: Spec, overrides: list[str], flag: str = "--set") -> Spec
     for text, typed in zip(overrides, shown, strict=True):
         path, _, value = text.partition("=")
         *parents, name = path.split(".")
-        section = data
+        section: Any = data
         for key in parents:
             section = section.get(key) if isinstance(section, dict) else None
-        if not parents or not isinstance(section, dict) or name not in section \
-                or isinstance(section[name], (dict, list)) or not value:
-            names = "one of " + ", ".join(k for k, v in section.items() if not isinstance(v, (dict, list))) \
-                if isinstance(section, dict) and parents else "e.g. hypothesis.max_examples or training.max_steps"
+        if (
+            not parents
+            or not isinstance(section, dict)
+            or name not in section
+            or isinstance(section[name], (dict, list))
+            or not value
+        ):
+            names = (
+                "one of " + ", ".join(k for k, v in section.items() if not isinstance(v, (dict, list)))
+                if isinstance(section, dict) and parents
+                else "e.g. hypothesis.max_examples or training.max_steps"
+            )
             raise ValueError(f"{flag} {typed}: expected NAME=VALUE with NAME {names}")
         section[name] = value
     try:

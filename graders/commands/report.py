@@ -9,7 +9,9 @@ from graders.scoring.results import Results
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="grade report", description="Re-render report.html from a stored results.json.")
+    parser = argparse.ArgumentParser(
+        prog="grade report", description="Re-render report.html from a stored results.json."
+    )
     parser.add_argument("results", type=Path, help="a results.json that grade wrote")
     parser.add_argument("--out", type=Path, help="the HTML file to write (default: report.html beside results.json)")
     args = parser.parse_args(argv)

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import jsonschema
 
-from graders.reports.gradescope import schema, write_gradescope
 from graders.execution.sandbox import become_reaper, kill_until_gone, orphans
+from graders.reports.gradescope import schema, write_gradescope
 from graders.scoring.fallback import fallback_results
 from graders.spec import Spec, SpecError, load_spec, spec_path
 
@@ -54,7 +54,6 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def run(root: Path, assignment: str, budget: float | None, wrap_up: float | None, grade_args: list[str]) -> int:
-    started = STARTED
     out = root / "results"
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").unlink(missing_ok=True)
@@ -66,26 +65,44 @@ def run(root: Path, assignment: str, budget: float | None, wrap_up: float | None
     budget = spec.gradescope.time_budget_s if budget is None else budget
     wrap_up = spec.gradescope.wrap_up_s if wrap_up is None else wrap_up
     # Counted from grade()'s own start, a little later than ours: what the wait for it leaves of wrap_up.
-    checks_s = min(spec.limits.total_timeout_s, budget - wrap_up - (time.monotonic() - started))
+    checks_s = min(spec.limits.total_timeout_s, budget - wrap_up - (time.monotonic() - STARTED))
     if checks_s <= 0:
         _fail(root, spec, f"the time budget of {budget:g} s leaves no time to grade after {wrap_up:g} s of wrap-up")
         return 0
     work = root / "grader-out"  # our own results.json and report.html, for the staff
     shutil.rmtree(work, ignore_errors=True)
     staged = work / "gradescope.json"
-    cmd = [sys.executable, "-m", "graders.cli", str(root / "submission"), "--out", str(work), "--assignment", assignment,
-           "--gradescope", str(staged), "--limit", f"total_timeout_s={checks_s:.3f}", *grade_args]
+    cmd = [sys.executable, "-m", "graders.cli", str(root / "submission"), "--out", str(work)]
+    cmd += ["--assignment", assignment, "--gradescope", str(staged), "--limit", f"total_timeout_s={checks_s:.3f}"]
+    code = _grade(cmd + grade_args, budget)
+    if code is None:
+        _fail(
+            root,
+            spec,
+            f"grading did not finish within the autograder's time budget of {budget:g} s; nothing was scored",
+        )
+        return 0
+    _publish(root, spec, staged, code)
+    return 0
+
+
+def _grade(cmd: list[str], budget: float) -> int | None:
+    """Run the grade; its exit status, or None when it was killed at the budget."""
     become_reaper()  # a killed grade's workers (each in a session of its own) come to us, to be killed
     proc = subprocess.Popen(cmd, start_new_session=True)  # its own group: one kill takes the grade and its helpers
-    left = budget - FALLBACK_S - (time.monotonic() - started)
+    left = budget - FALLBACK_S - (time.monotonic() - STARTED)
     try:
         code = proc.wait(timeout=max(left, 0.1))
     except subprocess.TimeoutExpired:
         _kill(proc)
-        _fail(root, spec, f"grading did not finish within the autograder's time budget of {budget:g} s; "
-                                "nothing was scored")
-        return 0
+        return None
     kill_until_gone(orphans)  # nothing of the grade may outlive it
+    return code
+
+
+def _publish(root: Path, spec: Spec, staged: Path, code: int) -> None:
+    """The grade's Gradescope file, checked against the schema, as ROOT/results/results.json; a
+    score-0 file that says why when it is missing or unusable."""
     try:
         data = json.loads(staged.read_text())
         jsonschema.validate(data, schema())
@@ -94,9 +111,8 @@ def run(root: Path, assignment: str, budget: float | None, wrap_up: float | None
         if staged.exists():
             why = f"the grader wrote unusable results (exit status {code}): {str(e)[:300]}"
         _fail(root, spec, why)
-        return 0
-    _write_atomic(json.dumps(data, indent=2, ensure_ascii=False) + "\n", out / "results.json")
-    return 0
+        return
+    _write_atomic(json.dumps(data, indent=2, ensure_ascii=False) + "\n", root / "results" / "results.json")
 
 
 def main(argv: list[str] | None = None) -> int:

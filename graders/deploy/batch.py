@@ -114,10 +114,16 @@ def run_batch(batch: Batch) -> int:
     # Grader errors are ours, not the student's: listed for a look, kept out of the class's numbers.
     unfinished = {s: failed.get(s) or r.grader_error or "" for s, r in graded.items() if r.grader_error}
     unfinished.update({s: why for s, why in failed.items() if s not in graded})
-    write_summary({s: r for s, r in graded.items() if s not in unfinished}, unfinished, batch.out / "summary.html",
-                  batch.spec.title)
-    print(f"{len(students)} submissions ({len(students) - len(todo)} already graded), {len(failed)} failed; "
-          f"grades: {batch.out / 'grades.csv'}, summary: {batch.out / 'summary.html'}")
+    write_summary(
+        {s: r for s, r in graded.items() if s not in unfinished},
+        unfinished,
+        batch.out / "summary.html",
+        batch.spec.title,
+    )
+    print(
+        f"{len(students)} submissions ({len(students) - len(todo)} already graded), {len(failed)} failed; "
+        f"grades: {batch.out / 'grades.csv'}, summary: {batch.out / 'summary.html'}"
+    )
     for student, why in sorted(failed.items()):
         print(f"failed: {student}: {why}", file=sys.stderr)
     return 0
@@ -143,10 +149,14 @@ def _grade_all(batch: Batch, students: dict[str, Path], todo: dict[str, Path]) -
     extra = _grade_args(batch)
     timeout = batch.spec.limits.total_timeout_s + batch.spec.limits.import_timeout_s + 120
     failed: dict[str, str] = {}
-    with ThreadPoolExecutor(max_workers=batch.jobs) as pool, \
-            tqdm(total=len(students), initial=len(students) - len(todo), desc="grading", unit="sub") as bar:
-        futures = {pool.submit(batch.grade_one, src, batch.out / s, grade_args=extra, timeout=timeout): s
-                   for s, src in todo.items()}
+    with (
+        ThreadPoolExecutor(max_workers=batch.jobs) as pool,
+        tqdm(total=len(students), initial=len(students) - len(todo), desc="grading", unit="sub") as bar,
+    ):
+        futures = {
+            pool.submit(batch.grade_one, src, batch.out / s, grade_args=extra, timeout=timeout): s
+            for s, src in todo.items()
+        }
         for future in as_completed(futures):
             student, outcome = futures[future], future.result()
             if outcome not in ("graded", "grader error"):  # no report at all: still one, with score 0 and why

@@ -57,13 +57,21 @@ def requirements() -> str:
         raise ValueError(f"pyproject.toml: not pinned to one version: {', '.join(loose)}")
     direct = {d.split("==")[0].lower() for d in deps}
     pulled = sorted(pin for key, pin in _closure(deps).items() if key not in direct)
-    return ("# pyproject.toml's pins (install.sh installs torch first, from the CPU index)\n" + "\n".join(deps)
-            + "\n# what they pull in, as installed where the tests passed\n" + "\n".join(pulled) + "\n")
+    return (
+        "# pyproject.toml's pins (install.sh installs torch first, from the CPU index)\n"
+        + "\n".join(deps)
+        + "\n# what they pull in, as installed where the tests passed\n"
+        + "\n".join(pulled)
+        + "\n"
+    )
 
 
 def _tree(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*") if p.is_file() and not any(part in _SKIP for part in p.parts)
-                  and p.suffix != ".pyc")
+    return sorted(
+        p
+        for p in folder.rglob("*")
+        if p.is_file() and not any(part in _SKIP for part in p.parts) and p.suffix != ".pyc"
+    )
 
 
 def contents(spec: Spec) -> dict[str, tuple[bytes, int]]:
@@ -73,8 +81,11 @@ def contents(spec: Spec) -> dict[str, tuple[bytes, int]]:
         text = (DOCKER / name).read_text().replace("@ASSIGNMENT@", spec.assignment)
         files[name] = (text.encode(), 0o755)
     files["requirements.txt"] = (requirements().encode(), 0o644)
-    folders = [REPO / "graders", REPO / "assignment" / spec.assignment,
-               *(REPO / d for d in (spec.checks_dir, spec.reference_dir) if d)]
+    folders = [
+        REPO / "graders",
+        REPO / "assignment" / spec.assignment,
+        *(REPO / d for d in (spec.checks_dir, spec.reference_dir) if d),
+    ]
     for folder in folders:
         for path in _tree(folder):
             files[path.relative_to(REPO).as_posix()] = (path.read_bytes(), 0o644)

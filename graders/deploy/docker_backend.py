@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graders.reports.html import write_report
 from graders.intake.png import read_png
+from graders.reports.html import write_report
 from graders.scoring.results import Results
 from graders.spec import Limits
 
@@ -47,12 +47,17 @@ class ContainerLimits:
     def for_spec(cls, limits: Limits, cpus: float = 1.0, memory_mb: int | None = None) -> "ContainerLimits":
         # The worker's RLIMIT_AS, the trusted side's torch, and /tmp (a tmpfs counts as memory).
         tmp_mb = 4 * limits.scratch_mb
-        return cls(memory_mb=memory_mb or limits.memory_mb + tmp_mb + 1024, cpus=cpus,
-                   pids=2 * limits.processes + 128, tmp_mb=tmp_mb)
+        return cls(
+            memory_mb=memory_mb or limits.memory_mb + tmp_mb + 1024,
+            cpus=cpus,
+            pids=2 * limits.processes + 128,
+            tmp_mb=tmp_mb,
+        )
 
 
-def container_kwargs(image: str, submission: Path, results: Path, assignment: str, limits: ContainerLimits,
-                     grade_args: list[str]) -> dict[str, Any]:
+def container_kwargs(
+    image: str, submission: Path, results: Path, assignment: str, limits: ContainerLimits, grade_args: list[str]
+) -> dict[str, Any]:
     """The keyword arguments of `client.containers.run` for one grade (a pure function: the tests
     check every setting here, without an engine)."""
     from docker.types import Mount
@@ -64,15 +69,22 @@ def container_kwargs(image: str, submission: Path, results: Path, assignment: st
         command=[target, "--out", RESULTS, "--quiet", "--assignment", assignment, *grade_args],
         detach=True,
         user="0:0",  # root inside, so that student code runs as the sandbox uid; see CAPABILITIES
-        environment={"GRADER_SANDBOX": "container", "HOME": "/tmp", "TMPDIR": "/tmp", "PYTHONPATH": SOURCE,
-                     "PYTHONDONTWRITEBYTECODE": "1"},
+        environment={
+            "GRADER_SANDBOX": "container",
+            "HOME": "/tmp",
+            "TMPDIR": "/tmp",
+            "PYTHONPATH": SOURCE,
+            "PYTHONDONTWRITEBYTECODE": "1",
+        },
         working_dir="/tmp",
         network_mode="none",
         network_disabled=True,
         read_only=True,
         tmpfs={"/tmp": f"rw,nosuid,nodev,size={limits.tmp_mb}m,mode=1777"},
-        mounts=[Mount(target=target, source=str(submission.resolve()), type="bind", read_only=True),
-                Mount(target=RESULTS, source=str(results.resolve()), type="bind", read_only=False)],
+        mounts=[
+            Mount(target=target, source=str(submission.resolve()), type="bind", read_only=True),
+            Mount(target=RESULTS, source=str(results.resolve()), type="bind", read_only=False),
+        ],
         mem_limit=f"{limits.memory_mb}m",
         memswap_limit=f"{limits.memory_mb}m",  # the same: no swap on top
         nano_cpus=int(limits.cpus * 1e9),
@@ -98,8 +110,9 @@ def connect() -> Any:
         client = docker.from_env(timeout=30)
         client.ping()
     except Exception as e:  # DockerException, a refused or missing socket: all mean "no engine here"
-        raise DockerUnavailable(f"no Docker engine reachable ({type(e).__name__}: {str(e)[:300]}); start Docker "
-                                "or set DOCKER_HOST") from None
+        raise DockerUnavailable(
+            f"no Docker engine reachable ({type(e).__name__}: {str(e)[:300]}); start Docker or set DOCKER_HOST"
+        ) from None
     return client
 
 
@@ -122,8 +135,16 @@ def _accept(staging: Path, out: Path) -> Results:
     return results
 
 
-def grade_in_container(client: Any, image: str, source: Path, out: Path, assignment: str, limits: ContainerLimits,
-                       grade_args: list[str], timeout: float) -> str:
+def grade_in_container(
+    client: Any,
+    image: str,
+    source: Path,
+    out: Path,
+    assignment: str,
+    limits: ContainerLimits,
+    grade_args: list[str],
+    timeout: float,
+) -> str:
     """One submission in its own container: "graded", "grader error", or why there is no report.
     Never raises."""
     import requests

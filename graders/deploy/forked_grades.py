@@ -16,8 +16,13 @@ from pathlib import Path
 from graders.execution.sandbox import capabilities, kill_tree
 
 # What a grade imports on its way (commands.grade, then runner.grade's own list); the fork server imports them once.
-PRELOAD = ("graders.commands.grade", "graders.runner", "graders.checks.session", "matplotlib.figure",
-           "matplotlib.backends.backend_agg")
+PRELOAD = (
+    "graders.commands.grade",
+    "graders.runner",
+    "graders.checks.session",
+    "matplotlib.figure",
+    "matplotlib.backends.backend_agg",
+)
 
 
 def available() -> bool:
@@ -29,7 +34,7 @@ def available() -> bool:
     return "forkserver" in multiprocessing.get_all_start_methods() and (caps.bwrap is not None or caps.uid)
 
 
-def _context() -> multiprocessing.context.BaseContext:
+def _context() -> multiprocessing.context.ForkServerContext:
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload([*PRELOAD, __name__])  # __name__: _child's module
     return ctx
@@ -63,7 +68,7 @@ def grade_forked(argv: list[str], log: Path, timeout: float) -> int | None:
     process = _context().Process(target=_child, args=(argv, str(log)), daemon=False)
     process.start()
     process.join(timeout)
-    if process.is_alive():
+    if process.is_alive() and process.pid is not None:  # started: it has a pid
         kill_tree(process.pid)  # its workers too: without bwrap they would not die with it
         process.join()
         return None

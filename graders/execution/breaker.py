@@ -14,8 +14,10 @@ from graders.spec import Spec
 def call_structure(spec: Spec) -> dict[str, set[str]]:
     """Method -> every student method a call of it runs, itself included."""
     items = {i.id: i for i in spec.items}
-    direct = {i.runs: {items[u].runs for c in i.checks for u in c.uses if u in items and items[u].runs}
-              for i in spec.items if i.runs}
+    direct: dict[str, set[str]] = {}
+    for i in spec.items:
+        if i.runs:
+            direct[i.runs] = {r for c in i.checks for u in c.uses if u in items and (r := items[u].runs)}
     reached: dict[str, set[str]] = {}
     for method in direct:
         seen, todo = {method}, list(direct[method])

@@ -17,18 +17,20 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from graders.execution.breaker import Breaker
 from graders.execution.sandbox import Sandbox
-from graders.spec import Limits
 from graders.execution.worker import protocol
+from graders.spec import Limits
 
 WORKER_PACKAGE = Path(__file__).resolve().parent / "worker"
 # `-I -S`: no user site, no PYTHONPATH, no .pth files, so the editable install of `graders` is not
 # importable; only the private copy of the worker and the site-packages we name are.
-_BOOT = ("import sys; sys.path.insert(0, sys.argv.pop(4)); sys.path += sys.argv.pop(4).split(':'); "
-         "from gradeworker.main import run; run()")
+_BOOT = (
+    "import sys; sys.path.insert(0, sys.argv.pop(4)); sys.path += sys.argv.pop(4).split(':'); "
+    "from gradeworker.main import run; run()"
+)
 SITE_PACKAGES = ":".join(site.getsitepackages())
 
 
@@ -49,8 +51,11 @@ class StudentError(Exception):
         # No line of the submission on the stack: raised where the grader called into the student's
         # code (a missing method, the wrong arguments) or used what it returned; said so, so that it
         # never reads as an exception of the submission's, or as one of the grader's own.
-        loc = f" ({info['file']}, line {info['line']})" if info.get("file") else \
-            ", raised outside your files (where the grader called your code or used what it returned)"
+        loc = (
+            f" ({info['file']}, line {info['line']})"
+            if info.get("file")
+            else ", raised outside your files (where the grader called your code or used what it returned)"
+        )
         super().__init__(f"{info.get('type', 'Error')} in {where}{loc}: {info.get('message', '')}".strip())
 
 
@@ -146,26 +151,62 @@ class Worker:
     # -- lifecycle -----------------------------------------------------------------------------
     def _env(self) -> dict[str, str]:
         tmp = self.scratch / ".tmp"
-        return {"PATH": "/usr/bin:/bin", "HOME": str(self.scratch), "TMPDIR": str(tmp), "LANG": "C.UTF-8",
-                "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
-                "MPLCONFIGDIR": str(tmp), "CUDA_VISIBLE_DEVICES": "", "HF_HUB_OFFLINE": "1",
-                "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+        return {
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(self.scratch),
+            "TMPDIR": str(tmp),
+            "LANG": "C.UTF-8",
+            "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "MPLBACKEND": "Agg",
+            "MPLCONFIGDIR": str(tmp),
+            "CUDA_VISIBLE_DEVICES": "",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+        }
 
     def _spawn(self) -> None:
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        limits = json.dumps({"memory_mb": self.limits.memory_mb, "threads": self.limits.threads,
-                             "landlock": self.sandbox.landlock_rules() if self.sandbox.caps.landlock_abi else None,
-                             "uid": self.sandbox.worker_uid, "scratch_tmpfs": bool(self.sandbox.caps.bwrap),
-                             "seccomp": self.sandbox.caps.seccomp})
-        argv = [sys.executable, "-I", "-S", "-B", "-c", _BOOT, str(req_r), str(rep_w), limits, str(self._stage),
-                SITE_PACKAGES]
+        limits = json.dumps(
+            {
+                "memory_mb": self.limits.memory_mb,
+                "threads": self.limits.threads,
+                "landlock": self.sandbox.landlock_rules() if self.sandbox.caps.landlock_abi else None,
+                "uid": self.sandbox.worker_uid,
+                "scratch_tmpfs": bool(self.sandbox.caps.bwrap),
+                "seccomp": self.sandbox.caps.seccomp,
+            }
+        )
+        argv = [
+            sys.executable,
+            "-I",
+            "-S",
+            "-B",
+            "-c",
+            _BOOT,
+            str(req_r),
+            str(rep_w),
+            limits,
+            str(self._stage),
+            SITE_PACKAGES,
+        ]
         self._proc = subprocess.Popen(
-            self.sandbox.command(argv), cwd=self.scratch, env=self._env(), stdin=subprocess.DEVNULL, stdout=out_w,
-            stderr=err_w, pass_fds=(req_r, rep_w), start_new_session=True, close_fds=True,
-            preexec_fn=self.sandbox.preexec())
+            self.sandbox.command(argv),
+            cwd=self.scratch,
+            env=self._env(),
+            stdin=subprocess.DEVNULL,
+            stdout=out_w,
+            stderr=err_w,
+            pass_fds=(req_r, rep_w),
+            start_new_session=True,
+            close_fds=True,
+            preexec_fn=self.sandbox.preexec(),
+        )
         self._spawned_at = time.monotonic()
         self.sandbox.started(self._proc.pid)
         for fd in (req_r, rep_w, out_w, err_w):
@@ -190,8 +231,9 @@ class Worker:
         imports_began = time.monotonic()
         for module in list(self.modules):
             try:
-                reply = self._exchange({"op": "import", "module": module}, self.limits.import_timeout_s,
-                                       f"import of {module}.py")
+                reply = self._exchange(
+                    {"op": "import", "module": module}, self.limits.import_timeout_s, f"import of {module}.py"
+                )
                 if isinstance(reply.get("postponed_annotations"), dict):
                     self.import_notes[module] = reply["postponed_annotations"]
             except StudentError as e:
@@ -258,6 +300,7 @@ class Worker:
 
     def _died(self, where: str) -> WorkerError:
         proc = self._proc
+        assert proc is not None  # only a started worker dies
         try:
             code = proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
@@ -275,7 +318,7 @@ class Worker:
         deadline = time.monotonic() + timeout
         cut = self.deadline is not None and self.deadline < deadline
         if cut:
-            deadline = self.deadline
+            deadline = cast(float, self.deadline)
         try:
             if request is not None:
                 protocol.write_frame(self._req, request)
@@ -283,8 +326,9 @@ class Worker:
         except protocol.ReadTimeout:
             self.kill()
             if cut:
-                raise WorkerError(f"not finished: the grade's time budget of {self.limits.total_timeout_s:g} s "
-                                  f"ran out during {where}") from None
+                raise WorkerError(
+                    f"not finished: the grade's time budget of {self.limits.total_timeout_s:g} s ran out during {where}"
+                ) from None
             raise WorkerError(f"timed out after {timeout:g} s in {where}", broke=True) from None
         except (protocol.PeerClosed, BrokenPipeError):
             raise self._died(where) from None
@@ -307,8 +351,10 @@ class Worker:
         if not reply["ok"]:
             error = reply.get("error")
             if isinstance(error, dict) and error.get("type") == "NoSuchHandle":
-                raise WorkerError(f"this check could not go on: {self._restarted or 'the worker was restarted'}, "
-                                  f"and what the check had built before {where} was lost with it")
+                raise WorkerError(
+                    f"this check could not go on: {self._restarted or 'the worker was restarted'}, "
+                    f"and what the check had built before {where} was lost with it"
+                )
             raise StudentError(error if isinstance(error, dict) else {"message": str(error)[:500]}, where)
         return reply
 
@@ -317,8 +363,9 @@ class Worker:
         if self._stale and self.breaker and self._restarted:
             self.breaker.record(where, stand_ins, said + self._restarted, self.check)
 
-    def request(self, op: str, where: str, timeout: float | None = None, keep_state: bool = False,
-                **fields: Any) -> dict:
+    def request(
+        self, op: str, where: str, timeout: float | None = None, keep_state: bool = False, **fields: Any
+    ) -> dict:
         """One operation; raises StudentError when student code raised, WorkerError when the
         worker failed (then the rest of this check fails at once with the same reason), or at once
         when the breaker knows the method is broken.
@@ -340,8 +387,9 @@ class Worker:
                 self.lost_s += time.monotonic() - began
             self.calls += 1
             try:
-                reply = Reply.wrap(self._exchange({"op": op, **fields}, timeout or self.limits.call_timeout_s, where),
-                                   where)
+                reply = Reply.wrap(
+                    self._exchange({"op": op, **fields}, timeout or self.limits.call_timeout_s, where), where
+                )
             except StudentError as e:
                 self._unusable(where, stand_ins, f"{e}; ")
                 raise

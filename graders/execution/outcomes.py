@@ -18,11 +18,15 @@ def describe_import_error(module: str, info: dict, problems: dict[str, str]) -> 
         return f"{name} {info['message'].replace(' was called', '')} at import ({where}{loc})"
     missing = info.get("missing_module")
     if missing and f"{missing}.py" in problems:
-        return (f"{name} could not be graded: it imports {missing}, and {missing}.py could not be loaded "
-                f"({problems[f'{missing}.py']})")
+        return (
+            f"{name} could not be graded: it imports {missing}, and {missing}.py could not be loaded "
+            f"({problems[f'{missing}.py']})"
+        )
     if missing:
-        return (f"{name} failed at import ({where}{loc}): it imports '{missing}', "
-                "which is not a module of the submission or of the grading environment")
+        return (
+            f"{name} failed at import ({where}{loc}): it imports '{missing}', "
+            "which is not a module of the submission or of the grading environment"
+        )
     return f"{name} failed at import ({where}{loc}): {info.get('type')}: {info.get('message')}"
 
 
@@ -30,10 +34,12 @@ def postponed_note(module: str, note: dict) -> str:
     """The warning for a module imported with postponed annotations (worker data: shown, clipped)."""
     line = note.get("line") if isinstance(note.get("line"), int) else "?"
     error, python = str(note.get("error", ""))[:300], str(note.get("python", ""))[:20]
-    return (f"{module}.py, line {line}: evaluating an annotation failed on Python {python} ({error}). The file "
-            "looks written for Python 3.14, which never evaluates annotations at import, so it was imported with "
-            "postponed evaluation of annotations (as `from __future__ import annotations` does) and graded that "
-            "way; nothing else about the code was changed")
+    return (
+        f"{module}.py, line {line}: evaluating an annotation failed on Python {python} ({error}). The file "
+        "looks written for Python 3.14, which never evaluates annotations at import, so it was imported with "
+        "postponed evaluation of annotations (as `from __future__ import annotations` does) and graded that "
+        "way; nothing else about the code was changed"
+    )
 
 
 def left_running(workers: list[Worker]) -> list[str]:
@@ -42,9 +48,11 @@ def left_running(workers: list[Worker]) -> list[str]:
     for w in workers:
         for where, count in w.left_running.items():
             found.setdefault(where, count)
-    return [f"your code left {n} process{'es' if n > 1 else ''} running after {where}; "
-            f"{'they were' if n > 1 else 'it was'} killed before anything else ran, so grading went on as usual"
-            for where, n in sorted(found.items())]
+    return [
+        f"your code left {n} process{'es' if n > 1 else ''} running after {where}; "
+        f"{'they were' if n > 1 else 'it was'} killed before anything else ran, so grading went on as usual"
+        for where, n in sorted(found.items())
+    ]
 
 
 def captured_output(workers: list[Worker], cap: int) -> Output:

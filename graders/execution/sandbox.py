@@ -39,10 +39,23 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from graders.spec import Limits
 from graders.execution.worker import landlock
+from graders.spec import Limits
 
 UID_BASE, UID_SLOTS = 61000, 1000
+# Every worker's namespaces: it dies with the grader, in a session, PID, network, IPC, UTS and
+# cgroup namespaces of its own, with no capabilities (but the two a uid drop needs, added after).
+BWRAP_ISOLATION = (
+    "--die-with-parent",
+    "--new-session",
+    "--unshare-pid",
+    "--unshare-net",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--cap-drop",
+    "ALL",
+)
 PROC_READ = ("/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg", "/proc/sys")
 _LOCK_DIR = Path(tempfile.gettempdir()) / "transformer-grader-uids"
 
@@ -56,8 +69,19 @@ def _python_paths() -> list[str]:
     return sorted(p for p in paths if Path(p).exists())
 
 
-SYSTEM_READ = ("/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache", "/etc/localtime", "/etc/nsswitch.conf",
-               "/etc/passwd", "/etc/group", "/etc/ssl", "/etc/fonts")
+SYSTEM_READ = (
+    "/usr",
+    "/lib",
+    "/lib64",
+    "/bin",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/ssl",
+    "/etc/fonts",
+)
 
 
 def _outermost(paths: list[str]) -> list[str]:
@@ -86,11 +110,13 @@ def _as_uid(uid: int):
         os.setgroups([])
         os.setgid(uid)
         os.setuid(uid)
+
     return drop
 
 
 def _own_cgroup_dirs() -> tuple[dict[str, Path], Path | None]:
-    v1, v2 = {}, None
+    v1: dict[str, Path] = {}
+    v2: Path | None = None
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
@@ -132,36 +158,8 @@ def capabilities() -> Capabilities:
     if mode == "container":
         notes.append("GRADER_SANDBOX=container: no bwrap and no cgroups, as in a default Docker container")
     root = os.geteuid() == 0
-    drop = _as_uid(UID_BASE + UID_SLOTS - 1) if root else None  # a probe uid no worker uses
-    bwrap = shutil.which("bwrap") if mode == "auto" else None
-    if bwrap:
-        # As the worker will run it: as root, namespaces but no user namespace, then the uid drop.
-        ns = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"] + ([] if root else ["--unshare-user"])
-        check = "import os; os.setgroups([]); os.setgid(61999); os.setuid(61999)" if root else "pass"
-        p = subprocess.run([bwrap, "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", *ns, "--die-with-parent",
-                            "--new-session", "--cap-drop", "ALL", *(["--cap-add", "CAP_SETUID", "--cap-add",
-                            "CAP_SETGID"] if root else []), sys.executable, "-I", "-S", "-c", check],
-                           capture_output=True, timeout=60)
-        if p.returncode != 0:
-            notes.append(f"bwrap unusable here: {p.stderr.decode(errors='replace').strip()[:200]}")
-            bwrap = None
-    elif mode == "auto":
-        notes.append("bwrap not installed (Debian: bubblewrap)")
-    can_uid = False
-    if root:
-        if bwrap:
-            can_uid = True
-        else:
-            try:
-                p = subprocess.run([sys.executable, "-I", "-S", "-c", "pass"], preexec_fn=drop, capture_output=True,
-                                   timeout=60)
-                can_uid = p.returncode == 0
-            except OSError:  # EACCES from exec: e.g. a Python under root's 0700 home
-                can_uid = False
-            if not can_uid:
-                notes.append("no uid drop: this Python is not readable by an unprivileged uid")
-    else:
-        notes.append("no uid drop: the grader is not root")
+    bwrap = _probe_bwrap(root, notes) if mode == "auto" else None
+    can_uid = _probe_uid(root, bwrap, notes)
     v1, v2 = _own_cgroup_dirs() if mode == "auto" else ({}, None)
     v1 = {c: d for c, d in v1.items() if _can_make(d)}
     v2 = v2 if v2 is not None and not v1 and _can_make(v2) else None
@@ -174,6 +172,66 @@ def capabilities() -> Capabilities:
     if not seccomp:
         notes.append(f"no seccomp filter for {platform.machine()}")
     return Capabilities(bwrap, can_uid, v1, v2, abi, seccomp=seccomp, notes=tuple(notes))
+
+
+def _probe_bwrap(root: bool, notes: list[str]) -> str | None:
+    """bwrap's path if it runs here as the worker will run it, else None (and why, in `notes`)."""
+    bwrap = shutil.which("bwrap")
+    if not bwrap:
+        notes.append("bwrap not installed (Debian: bubblewrap)")
+        return None
+    # As the worker will run it: as root, namespaces but no user namespace, then the uid drop.
+    ns = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"] + ([] if root else ["--unshare-user"])
+    check = "import os; os.setgroups([]); os.setgid(61999); os.setuid(61999)" if root else "pass"
+    caps = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if root else []
+    p = subprocess.run(
+        [
+            bwrap,
+            "--ro-bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            *ns,
+            "--die-with-parent",
+            "--new-session",
+            "--cap-drop",
+            "ALL",
+            *caps,
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            check,
+        ],
+        capture_output=True,
+        timeout=60,
+    )
+    if p.returncode != 0:
+        notes.append(f"bwrap unusable here: {p.stderr.decode(errors='replace').strip()[:200]}")
+        return None
+    return bwrap
+
+
+def _probe_uid(root: bool, bwrap: str | None, notes: list[str]) -> bool:
+    """Whether student code can run as a sandbox uid: as root, inside bwrap or where this Python
+    is readable by an unprivileged uid."""
+    if not root:
+        notes.append("no uid drop: the grader is not root")
+        return False
+    if bwrap:
+        return True
+    drop = _as_uid(UID_BASE + UID_SLOTS - 1)  # a probe uid no worker uses
+    try:
+        p = subprocess.run([sys.executable, "-I", "-S", "-c", "pass"], preexec_fn=drop, capture_output=True, timeout=60)
+        can_uid = p.returncode == 0
+    except OSError:  # EACCES from exec: e.g. a Python under root's 0700 home
+        can_uid = False
+    if not can_uid:
+        notes.append("no uid drop: this Python is not readable by an unprivileged uid")
+    return can_uid
 
 
 class UidSlot:
@@ -335,8 +393,9 @@ class Sandbox:
             for path in (scratch, *scratch.rglob("*")):
                 os.lchown(path, self.slot.uid, self.slot.uid)
         # Nothing else would catch a daemon that left the process group.
-        self.reaper = self.caps.reaper and not self.caps.bwrap and not self.cgroups and self.slot is None \
-            and become_reaper()
+        self.reaper = (
+            self.caps.reaper and not self.caps.bwrap and not self.cgroups and self.slot is None and become_reaper()
+        )
 
     def started(self, pid: int) -> None:
         _workers.add(pid)
@@ -387,15 +446,19 @@ class Sandbox:
     def command(self, argv: list[str]) -> list[str]:
         if not self.caps.bwrap:
             return argv
-        cmd = [self.caps.bwrap, "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net",
-               "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL"]
+        cmd = [self.caps.bwrap, *BWRAP_ISOLATION]
         if self.worker_uid is not None:
             cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]  # for the drop; gone after it
         else:
             cmd += ["--unshare-user"]
         size = str(self.limits.scratch_mb << 20)
-        cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs", "/tmp",
-                "--dir", "/var/tmp", "--hostname", "sandbox"]
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs", "/tmp"]
+        cmd += ["--dir", "/var/tmp", "--hostname", "sandbox"]
+        return cmd + self._read_only_mounts() + self._scratch_mounts(size) + ["--", *argv]
+
+    def _read_only_mounts(self) -> list[str]:
+        """The allow-list, read-only, and the folders above it and scratch."""
+        cmd: list[str] = []
         made: set[str] = set()
         for path in _outermost(self.read_paths()) + [str(self.scratch)]:
             # Parents made 0755 inside (bwrap would copy e.g. /root's 0700, which the uid cannot pass).
@@ -405,19 +468,21 @@ class Sandbox:
                     cmd += ["--perms", "0755", "--dir", str(parent)]
             if path != str(self.scratch):
                 cmd += ["--ro-bind", path, path]
-        # Scratch is a sized tmpfs, so a disk bomb fills it and not the grader's disk; the
-        # submission's files are bound into it read-only. What the trusted side needs back comes
-        # over the reply pipe.
+        return cmd
+
+    def _scratch_mounts(self, size: str) -> list[str]:
+        """Scratch is a sized tmpfs, so a disk bomb fills it and not the grader's disk; the
+        submission's files are bound into it read-only. What the trusted side needs back comes
+        over the reply pipe."""
         scratch = str(self.scratch)
-        cmd += ["--perms", "0777", "--size", size, "--tmpfs", scratch]
+        cmd = ["--perms", "0777", "--size", size, "--tmpfs", scratch]
         for entry in sorted(self.scratch.iterdir()):
             inside = f"{scratch}/{entry.name}"
             if entry.is_dir() and not entry.is_symlink():
                 cmd += ["--perms", "1777", "--dir", inside]
             elif entry.is_file() and not entry.is_symlink():
                 cmd += ["--ro-bind", str(entry), inside]
-        cmd += ["--chdir", scratch]
-        return cmd + ["--", *argv]
+        return cmd + ["--chdir", scratch]
 
     def preexec(self):
         """Run in the child between fork and exec: join the cgroups, set rlimits, drop the uid."""
@@ -430,9 +495,11 @@ class Sandbox:
             for path in procs:
                 with open(path, "w") as fh:
                     fh.write(str(os.getpid()))
-            for which, value in ((resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
-                                 (resource.RLIMIT_NOFILE, limits.open_files),
-                                 (resource.RLIMIT_CORE, 0)):
+            for which, value in (
+                (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
+                (resource.RLIMIT_NOFILE, limits.open_files),
+                (resource.RLIMIT_CORE, 0),
+            ):
                 resource.setrlimit(which, (value, value))
             cpu = int(limits.cpu_s)
             resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))  # SIGXCPU first, then SIGKILL
@@ -440,6 +507,7 @@ class Sandbox:
                 resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
             if uid is not None:
                 _as_uid(uid)()
+
         return enter
 
     def landlock_rules(self) -> dict:
@@ -447,8 +515,10 @@ class Sandbox:
         # Of /proc only the worker's own entry (the worker resolves /proc/self when it locks itself
         # in) and a few machine-wide files: as the grader's own uid (a laptop, no bwrap) all of /proc
         # would show the grader's environment and command line.
-        return {"read": self.read_paths() + ["/dev", "/sys", "/proc/self", *PROC_READ],
-                "write": [str(self.scratch), "/dev/null"]}
+        return {
+            "read": self.read_paths() + ["/dev", "/sys", "/proc/self", *PROC_READ],
+            "write": [str(self.scratch), "/dev/null"],
+        }
 
     def sweep(self) -> None:
         """Kill whatever is left of this worker: the cgroup's members and every process of its uid."""

@@ -13,13 +13,13 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-MAX_ZIP_BYTES = 64 << 20       # the upload itself: bounds the work of reading its directory
+MAX_ZIP_BYTES = 64 << 20  # the upload itself: bounds the work of reading its directory
 MAX_ENTRIES = 200
-MAX_FILE_BYTES = 2 << 20       # a required source file
-MAX_TOTAL_BYTES = 16 << 20     # the required files together
+MAX_FILE_BYTES = 2 << 20  # a required source file
+MAX_TOTAL_BYTES = 16 << 20  # the required files together
 MAX_DECLARED_BYTES = 256 << 20  # every entry together, as the headers declare them
-MAX_RATIO = 100                # deflate reaches ~1000x on zeros; source code compresses 3-5x
-RATIO_FLOOR = 8 << 20          # smaller entries cannot do harm whatever their ratio
+MAX_RATIO = 100  # deflate reaches ~1000x on zeros; source code compresses 3-5x
+RATIO_FLOOR = 8 << 20  # smaller entries cannot do harm whatever their ratio
 
 
 @dataclass
@@ -61,8 +61,10 @@ def _pick(candidates: dict[str, list[PurePosixPath]], warnings: list[str]) -> di
         ordered = sorted(paths, key=lambda p: (len(p.parts), str(p)))
         chosen[name] = ordered[0]
         if len(ordered) > 1:
-            warnings.append(f"{name} appears {len(ordered)} times; graded {ordered[0]}, ignored "
-                            + ", ".join(str(p) for p in ordered[1:]))
+            warnings.append(
+                f"{name} appears {len(ordered)} times; graded {ordered[0]}, ignored "
+                + ", ".join(str(p) for p in ordered[1:])
+            )
     return chosen
 
 
@@ -72,73 +74,105 @@ def _bomb(source: Path, entries: list[zipfile.ZipInfo]) -> str | None:
     for info in entries:
         declared += info.file_size
         if info.file_size > RATIO_FLOOR and info.file_size > MAX_RATIO * max(info.compress_size, 1):
-            return (f"{source.name}: {info.filename} would expand {info.file_size // max(info.compress_size, 1)}x "
-                    f"to {info.file_size} bytes (a zip bomb?)")
+            return (
+                f"{source.name}: {info.filename} would expand {info.file_size // max(info.compress_size, 1)}x "
+                f"to {info.file_size} bytes (a zip bomb?)"
+            )
     if declared > MAX_DECLARED_BYTES:
-        return (f"{source.name} would expand to {declared} bytes; at most {MAX_DECLARED_BYTES} are accepted "
-                "(zip only your .py files)")
+        return (
+            f"{source.name} would expand to {declared} bytes; at most {MAX_DECLARED_BYTES} are accepted "
+            "(zip only your .py files)"
+        )
     return None
 
 
 def _from_zip(source: Path, required: tuple[str, ...], result: Intake) -> dict[str, bytes]:
-    size = source.stat().st_size
-    if size > MAX_ZIP_BYTES:
-        result.rejected = f"{source.name} is {size} bytes; at most {MAX_ZIP_BYTES} are accepted (zip only your .py files)"
-        return {}
-    try:
-        archive = zipfile.ZipFile(source)
-    except (zipfile.BadZipFile, OSError) as e:
-        result.rejected = f"{source.name} is not a readable zip file ({e})"
+    archive = _open_zip(source, result)
+    if archive is None:
         return {}
     with archive:
         entries = archive.infolist()
-        if not entries:
-            result.rejected = f"{source.name} is an empty zip file"
-            return {}
-        if len(entries) > MAX_ENTRIES:
-            result.rejected = f"{source.name} has {len(entries)} entries; at most {MAX_ENTRIES} are accepted"
-            return {}
-        if reason := _bomb(source, entries):
+        if reason := _refused_directory(source, entries):
             result.rejected = reason
             return {}
-        candidates: dict[str, list[PurePosixPath]] = {}
-        infos: dict[PurePosixPath, zipfile.ZipInfo] = {}
-        for info in entries:
-            path = PurePosixPath(info.filename.replace("\\", "/"))
-            if path.is_absolute() or ".." in path.parts:
-                result.rejected = f"{source.name}: entry {info.filename!r} points outside the submission folder"
-                return {}
-            kind = stat.S_IFMT(info.external_attr >> 16)
-            if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
-                result.rejected = f"{source.name}: entry {info.filename!r} is a link or device, not a file"
-                return {}
-            if info.is_dir() or _ignored(path):
-                continue
-            if path.name in required:
-                candidates.setdefault(path.name, []).append(path)
-                infos[path] = info
-        total = 0
-        out = {}
-        for name, path in _pick(candidates, result.warnings).items():
-            info = infos[path]
-            if info.file_size > MAX_FILE_BYTES:
-                result.problems[name] = f"{name} is {info.file_size} bytes; at most {MAX_FILE_BYTES} are accepted"
-                continue
-            try:
-                with archive.open(info) as fh:
-                    raw = fh.read(MAX_FILE_BYTES + 1)  # headers may lie: never read past the cap
-            except (zipfile.BadZipFile, OSError, RuntimeError, EOFError) as e:
-                result.rejected = f"{source.name}: {path} cannot be extracted ({e})"
-                return {}
-            if len(raw) > MAX_FILE_BYTES:
-                result.problems[name] = f"{name} is over {MAX_FILE_BYTES} bytes"
-                continue
-            total += len(raw)
-            if total > MAX_TOTAL_BYTES:
-                result.rejected = f"{source.name}: the files add up to over {MAX_TOTAL_BYTES} bytes"
-                return {}
-            out[name] = raw
-        return out
+        chosen = _required_entries(source, entries, required, result)
+        if chosen is None:
+            return {}
+        return _extract(source, archive, chosen, result)
+
+
+def _open_zip(source: Path, result: Intake) -> zipfile.ZipFile | None:
+    size = source.stat().st_size
+    if size > MAX_ZIP_BYTES:
+        result.rejected = (
+            f"{source.name} is {size} bytes; at most {MAX_ZIP_BYTES} are accepted (zip only your .py files)"
+        )
+        return None
+    try:
+        return zipfile.ZipFile(source)
+    except (zipfile.BadZipFile, OSError) as e:
+        result.rejected = f"{source.name} is not a readable zip file ({e})"
+        return None
+
+
+def _refused_directory(source: Path, entries: list[zipfile.ZipInfo]) -> str | None:
+    """Why the zip is refused from its central directory alone (nothing inflated yet), if it is."""
+    if not entries:
+        return f"{source.name} is an empty zip file"
+    if len(entries) > MAX_ENTRIES:
+        return f"{source.name} has {len(entries)} entries; at most {MAX_ENTRIES} are accepted"
+    return _bomb(source, entries)
+
+
+def _required_entries(
+    source: Path, entries: list[zipfile.ZipInfo], required: tuple[str, ...], result: Intake
+) -> dict[str, tuple[PurePosixPath, zipfile.ZipInfo]] | None:
+    """The entry picked for each required file found; None (and `result.rejected`) for an entry
+    outside the folder or one that is not a regular file."""
+    candidates: dict[str, list[PurePosixPath]] = {}
+    infos: dict[PurePosixPath, zipfile.ZipInfo] = {}
+    for info in entries:
+        path = PurePosixPath(info.filename.replace("\\", "/"))
+        if path.is_absolute() or ".." in path.parts:
+            result.rejected = f"{source.name}: entry {info.filename!r} points outside the submission folder"
+            return None
+        kind = stat.S_IFMT(info.external_attr >> 16)
+        if kind and kind not in (stat.S_IFREG, stat.S_IFDIR):
+            result.rejected = f"{source.name}: entry {info.filename!r} is a link or device, not a file"
+            return None
+        if info.is_dir() or _ignored(path):
+            continue
+        if path.name in required:
+            candidates.setdefault(path.name, []).append(path)
+            infos[path] = info
+    return {name: (path, infos[path]) for name, path in _pick(candidates, result.warnings).items()}
+
+
+def _extract(
+    source: Path, archive: zipfile.ZipFile, chosen: dict[str, tuple[PurePosixPath, zipfile.ZipInfo]], result: Intake
+) -> dict[str, bytes]:
+    """The chosen files' bytes, never read past the caps (headers may lie); {} when refused."""
+    total = 0
+    out = {}
+    for name, (path, info) in chosen.items():
+        if info.file_size > MAX_FILE_BYTES:
+            result.problems[name] = f"{name} is {info.file_size} bytes; at most {MAX_FILE_BYTES} are accepted"
+            continue
+        try:
+            with archive.open(info) as fh:
+                raw = fh.read(MAX_FILE_BYTES + 1)  # headers may lie: never read past the cap
+        except (zipfile.BadZipFile, OSError, RuntimeError, EOFError) as e:
+            result.rejected = f"{source.name}: {path} cannot be extracted ({e})"
+            return {}
+        if len(raw) > MAX_FILE_BYTES:
+            result.problems[name] = f"{name} is over {MAX_FILE_BYTES} bytes"
+            continue
+        total += len(raw)
+        if total > MAX_TOTAL_BYTES:
+            result.rejected = f"{source.name}: the files add up to over {MAX_TOTAL_BYTES} bytes"
+            return {}
+        out[name] = raw
+    return out
 
 
 def _from_folder(source: Path, required: tuple[str, ...], result: Intake) -> dict[str, bytes]:
@@ -169,8 +203,13 @@ def _digest(source: Path) -> str:
     return h.hexdigest()
 
 
-def take_in(source: Path, required: tuple[str, ...], folder: Path,
-            alternatives: dict[str, tuple[str, ...]] | None = None, notebooks: tuple[str, ...] = ()) -> Intake:
+def take_in(
+    source: Path,
+    required: tuple[str, ...],
+    folder: Path,
+    alternatives: dict[str, tuple[str, ...]] | None = None,
+    notebooks: tuple[str, ...] = (),
+) -> Intake:
     """Check `source` and write its required files, and only those, into `folder`. A required
     file may come under one of its `alternatives` (A2S1.py as A2S1.ipynb); `files` maps the
     required name to the file taken, and problems are filed under the required name."""

@@ -13,8 +13,14 @@ def table(results: Results) -> str:
             reason = "ok"
         else:
             reason = "" if item.status == "passed" else item.feedback
-        rows.append((item.id, f"{item.score:g}" if not item.status == "manual" else "-", f"{item.max_score:g}",
-                     (reason[:REASON_WIDTH - 1] + "…") if len(reason) > REASON_WIDTH else reason))
+        rows.append(
+            (
+                item.id,
+                f"{item.score:g}" if not item.status == "manual" else "-",
+                f"{item.max_score:g}",
+                (reason[: REASON_WIDTH - 1] + "…") if len(reason) > REASON_WIDTH else reason,
+            )
+        )
     manual = any(i.status == "manual" and i.bonus for i in results.items)
     bonus = f"bonus {results.bonus_score:g}/{results.bonus_max:g}" + (" (graded by hand)" if manual else "")
     rows.append(("total", f"{results.score:g}", f"{results.max_score:g}", bonus if results.bonus_max else ""))

@@ -11,6 +11,7 @@ and `html` as HTML.
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 from graders.scoring.results import ItemResult, Results
 
@@ -53,8 +54,7 @@ def clip(text: str, limit: int) -> str:
 def captured_text(text: str, limit: int = MAX_CAPTURED) -> str:
     """Captured output as a terminal would leave it: each line's text after its last carriage
     return (progress bars redraw themselves), then clipped."""
-    lines = [line.rsplit("\r", 1)[-1] if "\r" in line.rstrip("\r") else line.rstrip("\r")
-             for line in text.split("\n")]
+    lines = [line.rsplit("\r", 1)[-1] if "\r" in line.rstrip("\r") else line.rstrip("\r") for line in text.split("\n")]
     return clip("\n".join(lines), limit)
 
 
@@ -82,23 +82,34 @@ def check_lines(item: ItemResult) -> list[str]:
 
 def _test(item: ItemResult, number: str) -> dict:
     tags = [item.id] + (["bonus"] if item.bonus else []) + (["graded by hand"] if item.status == "manual" else [])
-    test = {"name": f"{item.id} {item.title}", "number": number, "output_format": "text", "tags": tags,
-            "visibility": item.visibility}
+    test: dict[str, Any] = {
+        "name": f"{item.id} {item.title}",
+        "number": number,
+        "output_format": "text",
+        "tags": tags,
+        "visibility": item.visibility,
+    }
     if item.status == "manual":
         # Listed so students see it exists; worth 0 here so it never counts against the autograded
         # total; no status: it is neither passed nor failed until staff grade it.
         # No rubric lines: this is what students read, and a rubric says what the answer is.
-        test.update(score=0, max_score=0,
-                    output=f"Graded by hand by the course staff (up to {item.max_score:g}{' bonus' if item.bonus else ''} "
-                           "points); not part of the autograder's score.")
+        test.update(
+            score=0,
+            max_score=0,
+            output=f"Graded by hand by the course staff (up to {item.max_score:g}{' bonus' if item.bonus else ''} "
+            "points); not part of the autograder's score.",
+        )
         return test
     lines = check_lines(item)
     if item.feedback and item.feedback != "all checks passed" and not any(item.feedback in line for line in lines):
         lines.insert(0, item.feedback)  # e.g. why no check ran: a missing file
     lines = lines or ["no checks ran"]
-    test.update(score=item.score, max_score=item.max_score,
-                status="passed" if item.status == "passed" else "failed",
-                output=clip("\n".join(lines), MAX_TEST_OUTPUT))
+    test.update(
+        score=item.score,
+        max_score=item.max_score,
+        status="passed" if item.status == "passed" else "failed",
+        output=clip("\n".join(lines), MAX_TEST_OUTPUT),
+    )
     return test
 
 
@@ -112,25 +123,44 @@ def to_gradescope(results: Results, stdout_visibility: str = "hidden") -> dict:
             others += 1
             number = f"{OTHER_SECTION}.{others}"
         tests.append(_test(item, number))
-    printed = "\n".join(f"--- {name} ---\n{captured_text(text)}"
-                        for name, text in (("stdout", results.output.stdout), ("stderr", results.output.stderr))
-                        if text.strip())
+    printed = "\n".join(
+        f"--- {name} ---\n{captured_text(text)}"
+        for name, text in (("stdout", results.output.stdout), ("stderr", results.output.stderr))
+        if text.strip()
+    )
     if printed:
-        tests.append({"name": "What your code printed (not graded)", "number": f"{OTHER_SECTION}.{others + 1}",
-                      "status": "passed", "output": printed, "output_format": "text", "tags": ["output"],
-                      "visibility": stdout_visibility})
+        tests.append(
+            {
+                "name": "What your code printed (not graded)",
+                "number": f"{OTHER_SECTION}.{others + 1}",
+                "status": "passed",
+                "output": printed,
+                "output_format": "text",
+                "tags": ["output"],
+                "visibility": stdout_visibility,
+            }
+        )
     summary = [f"Autograded score: {results.score:g}/{results.max_score:g}."]
     if results.bonus_max:
         summary.append(f"Bonus ({results.bonus_max:g} points) is graded by hand and added later.")
     if results.grader_error:
-        summary.append("The grader itself failed on this submission, so the score is 0; "
-                       f"the course staff will look at it. ({results.grader_error})")
+        summary.append(
+            "The grader itself failed on this submission, so the score is 0; "
+            f"the course staff will look at it. ({results.grader_error})"
+        )
     summary += [f"{name}: {why}" for name, why in sorted(results.problems.items())]
     summary += [f"warning: {w}" for w in results.warnings]
-    return {"score": results.score, "execution_time": round(results.timings.get("total_s", 0.0), 3),
-            "output": clip("\n".join(summary), MAX_TEST_OUTPUT), "output_format": "text",
-            "test_output_format": "text", "test_name_format": "text",
-            "visibility": "visible", "stdout_visibility": stdout_visibility, "tests": tests}
+    return {
+        "score": results.score,
+        "execution_time": round(results.timings.get("total_s", 0.0), 3),
+        "output": clip("\n".join(summary), MAX_TEST_OUTPUT),
+        "output_format": "text",
+        "test_output_format": "text",
+        "test_name_format": "text",
+        "visibility": "visible",
+        "stdout_visibility": stdout_visibility,
+        "tests": tests,
+    }
 
 
 def write_gradescope(results: Results, path: Path, stdout_visibility: str = "hidden") -> Path:

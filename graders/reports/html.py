@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from jinja2 import Environment, FileSystemLoader
 
-from graders.reports.gradescope import captured_text, clip
 from graders.intake.png import read_png
+from graders.reports.gradescope import captured_text, clip
 from graders.scoring.results import Results
 
 if TYPE_CHECKING:
@@ -54,11 +54,24 @@ def training_plot(results: Results) -> bytes | None:
         ax.plot(xs, ys, color="#4477aa", lw=1.2, label="your train() recorded (training batches)")
     if t.reference_losses:
         xs = range(1, len(t.reference_losses) + 1)
-        ax.plot(xs, t.reference_losses, color="#aa3377", lw=1, ls="--", alpha=0.8,
-                label="reference train(), same data and seed")
+        ax.plot(
+            xs,
+            t.reference_losses,
+            color="#aa3377",
+            lw=1,
+            ls="--",
+            alpha=0.8,
+            label="reference train(), same data and seed",
+        )
     if t.reference_final_loss is not None:
-        ax.plot([len(t.reference_losses or ()) or steps], [t.reference_final_loss], "D", color="#aa3377", ms=5,
-                label=f"reference held-out loss after: {t.reference_final_loss:.3f}")
+        ax.plot(
+            [len(t.reference_losses or ()) or steps],
+            [t.reference_final_loss],
+            "D",
+            color="#aa3377",
+            ms=5,
+            label=f"reference held-out loss after: {t.reference_final_loss:.3f}",
+        )
     if t.initial_loss is not None:
         ax.plot([0], [t.initial_loss], "o", color="#228833", ms=7, label=f"held-out loss before: {t.initial_loss:.3f}")
         target = t.initial_loss - t.required_improvement
@@ -101,13 +114,17 @@ def render(results: Results, folder: Path | None = None) -> str:
         full = captured_text(text, len(text) + 1)
         captured.append((name, clip(full, MAX_CAPTURED), len(full) > MAX_CAPTURED))
     return env.get_template("report.html.j2").render(
-        r=results, items=items, captured=captured,
+        r=results,
+        items=items,
+        captured=captured,
         total_percent=round(100 * results.score / results.max_score, 1) if results.max_score else 0.0,
-        plot_uri=png_uri(ours) if ours else None, student_plot_uri=png_uri(theirs) if theirs else None,
+        plot_uri=png_uri(ours) if ours else None,
+        student_plot_uri=png_uri(theirs) if theirs else None,
         student_plot_named=bool(results.training and results.training.plot),
         # An assignment without a training run (a notebook, written answers) gets no such section.
-        training_section=results.training is not None or any(
-            c.name.startswith("training") for i in results.items for c in i.checks))
+        training_section=results.training is not None
+        or any(c.name.startswith("training") for i in results.items for c in i.checks),
+    )
 
 
 def write_report(results: Results, folder: Path, path: Path | None = None) -> Path:

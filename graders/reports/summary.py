@@ -8,7 +8,7 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-
+from typing import cast
 
 from graders.reports.html import env, figure_png, png_uri
 from graders.scoring.results import Results
@@ -96,22 +96,29 @@ def diagnosis_counts(graded: dict[str, Results]) -> list[tuple[str, str, str, in
     seen: Counter = Counter()
     text: dict[tuple[str, str], str] = {}
     for results in graded.values():
-        mine = {(item.id, c.diagnosis.id): c.diagnosis.explanation
-                for item in results.items for c in item.checks if c.diagnosis}
+        mine = {
+            (item.id, c.diagnosis.id): c.diagnosis.explanation
+            for item in results.items
+            for c in item.checks
+            if c.diagnosis
+        }
         seen.update(mine.keys())
         text.update(mine)
-    return [(item, name, text[(item, name)], n) for (item, name), n in sorted(seen.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return [
+        (item, name, text[(item, name)], n) for (item, name), n in sorted(seen.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
 
 
 def _histogram(values: list[float], bins: list[float], xlabel: str, color: str) -> bytes:
     from matplotlib.figure import Figure  # 0.6 s to import: only when a plot is drawn
+    from matplotlib.ticker import MaxNLocator
 
     fig = Figure(figsize=(6.5, 2.8), dpi=100)
     ax = fig.add_subplot()
     ax.hist(values, bins=bins, color=color, edgecolor="white")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("submissions")
-    ax.yaxis.get_major_locator().set_params(integer=True)
+    cast(MaxNLocator, ax.yaxis.get_major_locator()).set_params(integer=True)  # matplotlib's default locator
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     return figure_png(fig)
@@ -126,25 +133,51 @@ def render_summary(graded: dict[str, Results], failed: dict[str, str], title: st
     """`graded`: each student's results; `failed`: students whose grade did not finish, and why."""
     totals = {s: r.score for s, r in graded.items()}
     max_score = max((r.max_score for r in graded.values()), default=0.0)
-    times = {s: r.timings.get("total_s") for s, r in graded.items() if r.timings.get("total_s") is not None}
-    attention = sorted((s, r.grader_error or "; ".join(f"{k}: {v}" for k, v in sorted(r.problems.items())))
-                       for s, r in graded.items() if r.grader_error or r.problems)
-    score_plot = _histogram(list(totals.values()), _bins(max_score, min(15, int(max_score) or 1)),
-                            f"total score (out of {max_score:g})", "#4477aa") if totals else None
-    time_plot = _histogram(list(times.values()), _bins(max(times.values(), default=1.0) * 1.05, 12),
-                           "grading time per submission (s)", "#228833") if times else None
+    times = {s: t for s, r in graded.items() if (t := r.timings.get("total_s")) is not None}
+    attention = sorted(
+        (s, r.grader_error or "; ".join(f"{k}: {v}" for k, v in sorted(r.problems.items())))
+        for s, r in graded.items()
+        if r.grader_error or r.problems
+    )
+    score_plot = (
+        _histogram(
+            list(totals.values()),
+            _bins(max_score, min(15, int(max_score) or 1)),
+            f"total score (out of {max_score:g})",
+            "#4477aa",
+        )
+        if totals
+        else None
+    )
+    time_plot = (
+        _histogram(
+            list(times.values()),
+            _bins(max(times.values(), default=1.0) * 1.05, 12),
+            "grading time per submission (s)",
+            "#228833",
+        )
+        if times
+        else None
+    )
     return env.get_template("summary.html.j2").render(
-        title=title, count=len(graded) + len(failed), graded=len(graded), max_score=max_score,
+        title=title,
+        count=len(graded) + len(failed),
+        graded=len(graded),
+        max_score=max_score,
         mean=statistics.fmean(totals.values()) if totals else 0.0,
         median=statistics.median(totals.values()) if totals else 0.0,
         full=sum(1 for r in graded.values() if r.score >= r.max_score),
-        items=item_rates(graded), diagnoses=diagnosis_counts(graded),
+        items=item_rates(graded),
+        diagnoses=diagnosis_counts(graded),
         score_plot=png_uri(score_plot) if score_plot else None,
         time_plot=png_uri(time_plot) if time_plot else None,
         time_median=statistics.median(times.values()) if times else None,
         time_total=sum(times.values()),
         slowest=sorted(times.items(), key=lambda kv: (-kv[1], kv[0]))[:5],
-        failed=sorted(failed.items()), attention=attention, students=sorted(graded.items()))
+        failed=sorted(failed.items()),
+        attention=attention,
+        students=sorted(graded.items()),
+    )
 
 
 def write_summary(graded: dict[str, Results], failed: dict[str, str], path: Path, title: str) -> Path:

@@ -9,7 +9,14 @@ from graders.spec import Spec
 
 
 def fallback_results(source: Path, spec: Spec, reason: str) -> Results:
-    return Results(assignment=spec.assignment, grader_version=__version__,
-                   submission=Submission(name=source.name, sha256="", files=[]), score=0,
-                   max_score=spec.points(), bonus_score=0, bonus_max=spec.points(bonus=True), items=[],
-                   grader_error=reason)
+    return Results(
+        assignment=spec.assignment,
+        grader_version=__version__,
+        submission=Submission(name=source.name, sha256="", files=[]),
+        score=0,
+        max_score=spec.points(),
+        bonus_score=0,
+        bonus_max=spec.points(bonus=True),
+        items=[],
+        grader_error=reason,
+    )

@@ -30,7 +30,9 @@ class CheckResult(BaseModel):
     tolerance: float | None = None
     where: str | None = Field(None, description="where the error is largest, e.g. 'batch 0, position 3'")
     example: str | None = Field(None, description="the generated case that failed")
-    diagnosis: Diagnosis | None = Field(None, description="the known mistake this failure matches, when exactly one does")
+    diagnosis: Diagnosis | None = Field(
+        None, description="the known mistake this failure matches, when exactly one does"
+    )
 
 
 class ItemResult(BaseModel):
@@ -55,7 +57,9 @@ class Training(BaseModel):
     steps: int | None = None
     reference_losses: list[float] | None = Field(None, description="the reference's training losses on the same data")
     reference_final_loss: float | None = Field(None, description="the reference's held-out loss after the same run")
-    plot: str | None = Field(None, description="file name, beside results.json, of the plot the student's train() saved")
+    plot: str | None = Field(
+        None, description="file name, beside results.json, of the plot the student's train() saved"
+    )
 
 
 class Output(BaseModel):
@@ -84,7 +88,9 @@ class Results(BaseModel):
     training: Training | None = None
     timings: dict[str, float] = Field(default_factory=dict)
     output: Output = Field(default_factory=Output)
-    sandbox: str = Field("", description="the isolation layers student code ran under, e.g. bwrap+uid+cgroup+rlimits+landlock+seccomp")
+    sandbox: str = Field(
+        "", description="the isolation layers student code ran under, e.g. bwrap+uid+cgroup+rlimits+landlock+seccomp"
+    )
     sandbox_notes: list[str] = Field(default_factory=list, description="why a layer is missing here")
     grader_error: str | None = None
 

@@ -6,8 +6,15 @@ from graders.spec import Item
 
 def score_item(item: Item, checks: list[CheckResult]) -> ItemResult:
     """Points shared by weight among applicable checks; not-applicable weight goes to the rest."""
-    common = dict(id=item.id, title=item.title, max_score=item.points, bonus=item.bonus,
-                  visibility=item.visibility, checks=checks, rubric=list(item.rubric))
+    common = dict(
+        id=item.id,
+        title=item.title,
+        max_score=item.points,
+        bonus=item.bonus,
+        visibility=item.visibility,
+        checks=checks,
+        rubric=list(item.rubric),
+    )
     if item.manual:
         return ItemResult(score=0, status="manual", feedback="graded by hand", **common)
     applicable = [c for c in checks if c.status != "not_applicable"]

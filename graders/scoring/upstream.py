@@ -51,8 +51,9 @@ def _names(culprits: list[Item]) -> tuple[str, bool]:
     return " and ".join(f"{i.title} ({i.id})" for i in culprits), len(culprits) == 1
 
 
-def with_upstream_notes(spec: Spec, checked: dict[str, CheckResult], broken: dict[str, str],
-                        only: set[str] | None = None) -> dict[str, CheckResult]:
+def with_upstream_notes(
+    spec: Spec, checked: dict[str, CheckResult], broken: dict[str, str], only: set[str] | None = None
+) -> dict[str, CheckResult]:
     """Cascade: `checked` with a note on each failed check (of `only`, when given) whose used items
     fail on their own."""
     noted = dict(checked)
@@ -60,9 +61,11 @@ def with_upstream_notes(spec: Spec, checked: dict[str, CheckResult], broken: dic
         if only is not None and name not in only:
             continue
         names, one = _names(culprits)
-        note = (f" (This check also runs your {names}, which {'fails' if one else 'fail'} "
-                f"{'its' if one else 'their'} own checks: fix {'that' if one else 'those'} first; "
-                "this one may then pass.)")
+        note = (
+            f" (This check also runs your {names}, which {'fails' if one else 'fail'} "
+            f"{'its' if one else 'their'} own checks: fix {'that' if one else 'those'} first; "
+            "this one may then pass.)"
+        )
         noted[name] = checked[name].model_copy(update={"message": checked[name].message + note})
     return noted
 
@@ -73,8 +76,9 @@ def _excusable(spec: Spec, checked: dict[str, CheckResult], culprits: dict[str, 
     kept: dict[str, list[Item]] = {}
     for item in spec.items:
         mine = {c.name for c in item.checks if c.name in culprits}
-        isolated = [c for c in item.checks if not c.uses and c.name in checked
-                    and checked[c.name].status != "not_applicable"]
+        isolated = [
+            c for c in item.checks if not c.uses and c.name in checked and checked[c.name].status != "not_applicable"
+        ]
         if mine and isolated:
             kept.update({name: culprits[name] for name in mine})
     return kept
@@ -89,9 +93,11 @@ def charge_once(spec: Spec, checked: dict[str, CheckResult], broken: dict[str, s
     excused = with_upstream_notes(spec, checked, broken, only=set(found) - set(excusable))
     for name, culprits in excusable.items():
         names, one = _names(culprits)
-        message = (f"not charged here: this check also runs your {names}, which {'fails' if one else 'fail'} "
-                   f"{'its' if one else 'their'} own checks, and a bug costs points once, there. "
-                   f"What this check found: {checked[name].message}")
+        message = (
+            f"not charged here: this check also runs your {names}, which {'fails' if one else 'fail'} "
+            f"{'its' if one else 'their'} own checks, and a bug costs points once, there. "
+            f"What this check found: {checked[name].message}"
+        )
         excused[name] = checked[name].model_copy(update={"status": "not_applicable", "message": message})
     return excused
 

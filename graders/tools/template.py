@@ -15,6 +15,7 @@ import math
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -31,8 +32,9 @@ SEED = 4_011_873
 # correct order picks the same tokens.
 MIN_MARGIN = 0.05
 # Not copied by --export: what running the template leaves behind.
-EXPORT_IGNORE = shutil.ignore_patterns("__pycache__", ".pytest_cache", ".hypothesis", "submission.zip",
-                                       "datasets", "*.png", "*.pyc")
+EXPORT_IGNORE = shutil.ignore_patterns(
+    "__pycache__", ".pytest_cache", ".hypothesis", "submission.zip", "datasets", "*.png", "*.pyc"
+)
 
 
 def _random_state(model: torch.nn.Module, gen: torch.Generator) -> dict[str, torch.Tensor]:
@@ -57,13 +59,13 @@ def _uniform(gen: torch.Generator, *shape: int) -> torch.Tensor:
 
 
 def _sub(state: dict[str, torch.Tensor], prefix: str) -> dict[str, torch.Tensor]:
-    return {k[len(prefix):]: v.double() for k, v in state.items() if k.startswith(prefix)}
+    return {k[len(prefix) :]: v.double() for k, v in state.items() if k.startswith(prefix)}
 
 
-def _margin_ok(model: torch.nn.Module, prompt: torch.Tensor, n: int) -> tuple[bool, torch.Tensor]:
+def _margin_ok(model: Any, prompt: torch.Tensor, n: int) -> tuple[bool, torch.Tensor]:  # the reference's Transformer
     out = model.generate(prompt, n)
     with torch.no_grad():
-        logits = model(out[:, :-1])[:, prompt.shape[1] - 1:]
+        logits = model(out[:, :-1])[:, prompt.shape[1] - 1 :]
     top2 = logits.topk(2, dim=-1).values
     return bool((top2[..., 0] - top2[..., 1] >= MIN_MARGIN).all()), out
 
@@ -130,9 +132,16 @@ def export(out: Path, regenerate: bool = True) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m graders.tools.template", description=__doc__.split("\n\n")[0])
-    parser.add_argument("template", nargs="?", type=Path, default=TEMPLATE,
-                        help="the template folder whose tests/data/ to (re)write (default: student_template)")
-    parser.add_argument("--export", type=Path, metavar="OUT", help="copy the template to OUT first (OUT must not exist)")
+    parser.add_argument(
+        "template",
+        nargs="?",
+        type=Path,
+        default=TEMPLATE,
+        help="the template folder whose tests/data/ to (re)write (default: student_template)",
+    )
+    parser.add_argument(
+        "--export", type=Path, metavar="OUT", help="copy the template to OUT first (OUT must not exist)"
+    )
     args = parser.parse_args(argv)
     if args.export:
         if args.export.exists():

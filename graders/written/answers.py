@@ -8,6 +8,7 @@ costs that part only. Messages say what kind of answer was expected, never the k
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import sympy as sp
 import yaml
@@ -60,8 +61,9 @@ def read_answers(data: bytes, source: str = "answers.yaml") -> Answers:
         if root is None:
             return Answers(source, {}, {})
         if not isinstance(root, yaml.MappingNode):
-            raise AnswersProblem(f"{source} line {yamlsafe.line(root)}: the file must map question ids to answers, "
-                                 "e.g. `1a: 64`")
+            raise AnswersProblem(
+                f"{source} line {yamlsafe.line(root)}: the file must map question ids to answers, e.g. `1a: 64`"
+            )
         entries: dict[str, Answer | dict[str, Answer]] = {}
         lines: dict[str, int] = {}
         for qid, (key_node, node) in yamlsafe.mapping(root, source).items():
@@ -91,14 +93,18 @@ def answer_warnings(key: AnswerKey, answers: Answers) -> list[str]:
     for qid, entry in answers.entries.items():
         where = f"{answers.source} line {answers.lines[qid]}"
         if qid not in known:
-            warnings.append(f"{where}: {qid!r} is not a question of this assignment "
-                            f"(the questions are {', '.join(known)}); it was not graded")
+            warnings.append(
+                f"{where}: {qid!r} is not a question of this assignment "
+                f"(the questions are {', '.join(known)}); it was not graded"
+            )
         elif isinstance(entry, dict) and known[qid].parts:
             parts = [p.id for p in known[qid].parts]
             for pid, answer in entry.items():
                 if pid not in parts:
-                    warnings.append(f"{answers.source} line {answer.line}: question {qid} has no part {pid!r} "
-                                    f"(its parts are {', '.join(parts)}); it was not graded")
+                    warnings.append(
+                        f"{answers.source} line {answer.line}: question {qid} has no part {pid!r} "
+                        f"(its parts are {', '.join(parts)}); it was not graded"
+                    )
     return warnings
 
 
@@ -134,11 +140,13 @@ def _judge_number(part: Part, value: object) -> tuple[bool, str]:
         given = number_value(parse_expression(value, ()))
     else:
         try:
-            given = float(value)
+            given = float(cast(int | float, value))  # _not_a_value let through nothing else
         except OverflowError:
             given = math.inf
+    expected = part.number
+    assert expected is not None  # only number parts come here
     abs_tol, rel_tol = part.tolerance()
-    if abs(given - part.number) <= max(abs_tol, rel_tol * abs(part.number)):
+    if abs(given - expected) <= max(abs_tol, rel_tol * abs(expected)):
         return True, "matches the key"
     return False, f"is not within the tolerance ({_tolerance_text(part)}) of the key"
 
@@ -163,8 +171,10 @@ def _find(question: Question, part: Part, answers: Answers) -> Answer | str:
         entry = entry.get(part.id)
     elif entry is not None and len(question.parts) > 1:
         parts = ", ".join(p.id for p in question.parts)
-        return (f"{_at(question, part, answers, entry)}: question {question.id} has parts {parts}: "
-                f"answer each under {question.id}: on its own line, e.g. `  {part.id}: ...`")
+        return (
+            f"{_at(question, part, answers, entry)}: question {question.id} has parts {parts}: "
+            f"answer each under {question.id}: on its own line, e.g. `  {part.id}: ...`"
+        )
     if entry is None:
         return missing
     if entry.problem:
@@ -188,10 +198,16 @@ def _grade_part(question: Question, part: Part, answers: Answers) -> CheckResult
     try:
         passed, verdict = judge(part, found.value)
     except ExpressionError as e:
-        return CheckResult(status="failed", message=f"{_at(question, part, answers, found)}: your answer "
-                                                    f"{_shown(found.text)} {e}", **common)
-    return CheckResult(status="passed" if passed else "failed",
-                       message=f"{question.label(part)}: your {noun} {_shown(found.text)} {verdict}", **common)
+        return CheckResult(
+            status="failed",
+            message=f"{_at(question, part, answers, found)}: your answer {_shown(found.text)} {e}",
+            **common,
+        )
+    return CheckResult(
+        status="passed" if passed else "failed",
+        message=f"{question.label(part)}: your {noun} {_shown(found.text)} {verdict}",
+        **common,
+    )
 
 
 def grade_answers(key: AnswerKey, answers: Answers) -> dict[str, CheckResult]:

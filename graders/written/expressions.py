@@ -15,7 +15,7 @@ import random
 import re
 import signal
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 import mpmath
@@ -64,17 +64,30 @@ def _normalise(text: str) -> str:
     return text.replace("^", "**")
 
 
-def _names(allowed: Sequence[str]) -> str:
+def _names(allowed: Iterable[str]) -> str:
     return ", ".join(sorted(allowed))
 
 
 _REFUSED = {
-    ast.Attribute: "attribute access (a.b)", ast.Subscript: "indexing (a[b])", ast.Lambda: "lambda",
-    ast.Compare: "a comparison", ast.BoolOp: "and/or", ast.IfExp: "if/else", ast.List: "a list",
+    ast.Attribute: "attribute access (a.b)",
+    ast.Subscript: "indexing (a[b])",
+    ast.Lambda: "lambda",
+    ast.Compare: "a comparison",
+    ast.BoolOp: "and/or",
+    ast.IfExp: "if/else",
+    ast.List: "a list",
     ast.Tuple: "several values separated by commas (thousands are written 1,048,576, in groups of three)",
-    ast.Dict: "a dictionary", ast.Set: "a set", ast.NamedExpr: "an assignment (:=)", ast.Starred: "*",
-    ast.JoinedStr: "an f-string", ast.ListComp: "a comprehension", ast.GeneratorExp: "a comprehension",
-    ast.SetComp: "a comprehension", ast.DictComp: "a comprehension", ast.Await: "await"}
+    ast.Dict: "a dictionary",
+    ast.Set: "a set",
+    ast.NamedExpr: "an assignment (:=)",
+    ast.Starred: "*",
+    ast.JoinedStr: "an f-string",
+    ast.ListComp: "a comprehension",
+    ast.GeneratorExp: "a comprehension",
+    ast.SetComp: "a comprehension",
+    ast.DictComp: "a comprehension",
+    ast.Await: "await",
+}
 _OPERATORS = {ast.Add: sp.Add, ast.Sub: lambda a, b: a - b, ast.Mult: sp.Mul, ast.Div: lambda a, b: a / b}
 
 
@@ -122,8 +135,13 @@ def _power(base: sp.Expr, exponent: sp.Expr) -> sp.Expr:
 
 
 FUNCTIONS: dict[str, Callable[[sp.Expr], sp.Expr]] = {
-    "sqrt": lambda x: _power(x, sp.Rational(1, 2)), "exp": _exp, "log": sp.log, "sin": sp.sin, "cos": sp.cos,
-    "tan": sp.tan}
+    "sqrt": lambda x: _power(x, sp.Rational(1, 2)),
+    "exp": _exp,
+    "log": sp.log,
+    "sin": sp.sin,
+    "cos": sp.cos,
+    "tan": sp.tan,
+}
 CONSTANTS: dict[str, sp.Expr] = {"pi": sp.pi, "E": sp.E}
 RESERVED = frozenset(FUNCTIONS) | frozenset(CONSTANTS)
 
@@ -153,8 +171,9 @@ def _build(node: ast.AST, names: dict[str, sp.Symbol], depth: int) -> sp.Expr:
             raise ExpressionError(f"uses {node.id} without brackets: write {node.id}(...)")
         if not names:
             raise ExpressionError(f"uses the name {node.id!r}, but this answer is a number: it takes no names")
-        raise ExpressionError(f"uses the name {node.id!r}, which this question does not define; "
-                              f"the names are {_names(names)}")
+        raise ExpressionError(
+            f"uses the name {node.id!r}, which this question does not define; the names are {_names(names)}"
+        )
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         operand = _build(node.operand, names, depth + 1)
         return _bounded(-operand if isinstance(node.op, ast.USub) else operand)
@@ -341,7 +360,7 @@ def probe_points(symbols: Sequence[sp.Symbol]) -> list[dict[sp.Symbol, object]]:
             k = rng.randint(998, 8972)
             if k % 997 and k not in numerators:
                 numerators.append(k)
-        points.append({s: _MP.mpf(k) / 997 for s, k in zip(ordered, numerators)})
+        points.append({s: _MP.mpf(k) / 997 for s, k in zip(ordered, numerators, strict=True)})
     return points
 
 

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import sympy as sp
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from graders.written import yamlsafe
 from graders.written.expressions import RESERVED, ExpressionError, evaluable, parse_expression
@@ -67,9 +69,12 @@ class Part(_Strict):
             raise FieldProblem(("expression",), "tolerances go with a number; expressions are compared exactly")
         for name in self.symbols:
             if not name.isidentifier() or name in RESERVED or name.startswith("_"):
-                raise FieldProblem(("symbols",), f"{name!r} cannot be a name (a function, a constant or not an identifier)")
+                raise FieldProblem(
+                    ("symbols",), f"{name!r} cannot be a name (a function, a constant or not an identifier)"
+                )
         if _duplicate(list(self.symbols)) is not None:
             raise FieldProblem(("symbols",), "a name is listed twice")
+        assert self.expression is not None  # a number part returned above
         try:
             expr = parse_expression(self.expression, self.symbols)
         except ExpressionError as e:
@@ -104,8 +109,10 @@ class Question(_Strict):
         if self.manual and self.parts:
             raise FieldProblem(("parts",), f"question {self.id} is graded by hand (manual): it takes no parts")
         if not self.manual and self.points > 0 and not self.parts:
-            raise FieldProblem(("parts",), f"question {self.id} has {self.points:g} points but no parts: "
-                                           "give it parts, or mark it manual: true")
+            raise FieldProblem(
+                ("parts",),
+                f"question {self.id} has {self.points:g} points but no parts: give it parts, or mark it manual: true",
+            )
         dup = _duplicate([p.id for p in self.parts])
         if dup is not None:
             raise FieldProblem(("parts", dup, "id"), f"duplicate part id {self.parts[dup].id!r}")
@@ -154,14 +161,19 @@ class AnswerKey(_Strict):
         known = {q.id for q in self.questions}
         for i, claim in enumerate(self.claims):
             if claim.about is not None and claim.about not in known:
-                raise FieldProblem(("claims", i, "about"), f"claim {claim.id} is about {claim.about!r}, which is not "
-                                                           f"a question; the questions are {', '.join(sorted(known))}")
+                raise FieldProblem(
+                    ("claims", i, "about"),
+                    f"claim {claim.id} is about {claim.about!r}, which is not "
+                    f"a question; the questions are {', '.join(sorted(known))}",
+                )
         names = [(check_name(q, p), (i, j)) for i, q in enumerate(self.questions) for j, p in enumerate(q.parts)]
         dup = _duplicate([n for n, _ in names])
         if dup is not None:
             i, j = names[dup][1]
-            raise FieldProblem(("questions", i, "parts", j, "id"), f"the check name {names[dup][0]} is taken by another "
-                                                                  "question's part (ids are compared lower-cased)")
+            raise FieldProblem(
+                ("questions", i, "parts", j, "id"),
+                f"the check name {names[dup][0]} is taken by another question's part (ids are compared lower-cased)",
+            )
         return self
 
     def question(self, question_id: str) -> Question:
@@ -171,7 +183,7 @@ class AnswerKey(_Strict):
         return sum(q.points for q in self.questions)
 
 
-def _describe(error: dict, root) -> str:
+def _describe(error: ErrorDetails, root: yaml.Node | None) -> str:
     cause = (error.get("ctx") or {}).get("error")
     loc = tuple(error["loc"]) + (cause.loc if isinstance(cause, FieldProblem) else ())
     message = cause.message if isinstance(cause, FieldProblem) else error["msg"]
@@ -201,7 +213,14 @@ def key_items(key: AnswerKey) -> list[dict[str, Any]]:
     as an Item: the key knows nothing of the spec); each auto part is a check named check_name()."""
     # Only a manual question's rubric goes into the report: an auto question's rubric states the
     # key's answer, and a student who resubmits must not read it off the feedback.
-    return [dict(id=q.id, title=q.title, points=q.points, manual=q.manual,
-                 rubric=list(q.rubric) if q.manual else [],
-                 checks=[dict(name=check_name(q, p), weight=p.weight, title=p.rubric) for p in q.parts])
-            for q in key.questions]
+    return [
+        dict(
+            id=q.id,
+            title=q.title,
+            points=q.points,
+            manual=q.manual,
+            rubric=list(q.rubric) if q.manual else [],
+            checks=[dict(name=check_name(q, p), weight=p.weight, title=p.rubric) for p in q.parts],
+        )
+        for q in key.questions
+    ]

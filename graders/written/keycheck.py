@@ -49,8 +49,11 @@ def _run_claim(worker: Worker, claim: Claim, timeout_s: float) -> ClaimOutcome:
         return ClaimOutcome(claim, "crashed", _crash(claim, e.info))
     except WorkerError as e:
         timed_out = str(e).startswith("timed out")
-        return ClaimOutcome(claim, "timed_out" if timed_out else "crashed",
-                            f"did not finish within {timeout_s:g} s" if timed_out else str(e))
+        return ClaimOutcome(
+            claim,
+            "timed_out" if timed_out else "crashed",
+            f"did not finish within {timeout_s:g} s" if timed_out else str(e),
+        )
     if reply["true"] is True:
         return ClaimOutcome(claim, "true")
     return ClaimOutcome(claim, "false", f"not true: it evaluated to {reply['value']}")
@@ -86,13 +89,18 @@ def claim_limits(key_path: Path) -> Limits:
 
 def report(outcomes: list[ClaimOutcome]) -> list[str]:
     width = max((len(o.claim.id) for o in outcomes), default=0)
-    return [f"{o.claim.id:<{width}}  {SHOWN[o.status]:<9}  {o.claim.statement}" + (f" — {o.detail}" if o.detail else "")
-            for o in outcomes]
+    return [
+        f"{o.claim.id:<{width}}  {SHOWN[o.status]:<9}  {o.claim.statement}" + (f" — {o.detail}" if o.detail else "")
+        for o in outcomes
+    ]
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="grade check-key", description="Run every claim of a written-answers key "
-                                     "in the sandbox; exit 0 only if all are true (1: one is not, 2: invalid key).")
+    parser = argparse.ArgumentParser(
+        prog="grade check-key",
+        description="Run every claim of a written-answers key "
+        "in the sandbox; exit 0 only if all are true (1: one is not, 2: invalid key).",
+    )
     parser.add_argument("key", type=Path, help="the key, e.g. assignment/written/key.yaml")
     parser.add_argument("--timeout", type=float, default=CLAIM_TIMEOUT_S, help="seconds each claim may take")
     args = parser.parse_args(argv)

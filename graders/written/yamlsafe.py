@@ -7,6 +7,7 @@ deep nesting is refused at the level past the cap, before the composer's recursi
 """
 
 from dataclasses import dataclass
+from typing import cast
 
 import yaml
 from yaml.constructor import SafeConstructor
@@ -31,7 +32,7 @@ def _scan(text: str, source: str, caps: Caps) -> None:
     depth = nodes = 0
     try:
         for event in yaml.parse(text, Loader=yaml.SafeLoader):
-            line = event.start_mark.line + 1
+            line = cast(yaml.Mark, event.start_mark).line + 1  # the parser marks every event
             if isinstance(event, yaml.AliasEvent):
                 raise _problem(source, f"YAML aliases (*{event.anchor}) are not accepted", line)
             if isinstance(event, yaml.NodeEvent):
@@ -39,8 +40,9 @@ def _scan(text: str, source: str, caps: Caps) -> None:
                     raise _problem(source, f"YAML anchors (&{event.anchor}) are not accepted", line)
                 # A plain or quoted scalar and an untagged collection carry no tag; anything else
                 # (!!python/object, !!binary, !custom, even `!`) asks for a type we never build.
-                if getattr(event, "tag", None) is not None:
-                    tag = event.tag.replace("tag:yaml.org,2002:", "!!")
+                tag = getattr(event, "tag", None)
+                if tag is not None:
+                    tag = tag.replace("tag:yaml.org,2002:", "!!")
                     raise _problem(source, f"YAML tags ({tag}) are not accepted", line)
                 nodes += 1
                 if nodes > caps.max_nodes:
@@ -71,8 +73,9 @@ def compose(data: bytes, source: str, caps: Caps) -> yaml.Node | None:
         return yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:  # e.g. two documents in one file
         mark = getattr(e, "problem_mark", None)
-        raise _problem(source, f"not valid YAML: {getattr(e, 'problem', None) or e}",
-                       mark.line + 1 if mark else None) from None
+        raise _problem(
+            source, f"not valid YAML: {getattr(e, 'problem', None) or e}", mark.line + 1 if mark else None
+        ) from None
 
 
 def line(node: yaml.Node) -> int:
@@ -114,7 +117,7 @@ def plain(node: yaml.Node | None, source: str) -> object:
         return {k: plain(v, source) for k, (_, v) in mapping(node, source).items()}
     if isinstance(node, yaml.SequenceNode):
         return [plain(v, source) for v in node.value]
-    return scalar(node, source)
+    return scalar(cast(yaml.ScalarNode, node), source)  # a composed node that is no collection
 
 
 def line_at(root: yaml.Node | None, loc: tuple) -> int | None:

@@ -4,6 +4,7 @@ an import fails inside evaluating an annotation, the module is imported again wi
 evaluation of annotations (what `from __future__ import annotations` does), nothing else changed."""
 
 import __future__
+
 import ast
 import importlib.util
 import sys
@@ -56,8 +57,7 @@ def import_postponed(module: str, path: Path) -> None:
     if spec is None:
         raise ImportError(f"cannot load {path.name}")
     mod = importlib.util.module_from_spec(spec)
-    code = compile(path.read_bytes(), str(path), "exec", flags=__future__.annotations.compiler_flag,
-                   dont_inherit=True)
+    code = compile(path.read_bytes(), str(path), "exec", flags=__future__.annotations.compiler_flag, dont_inherit=True)
     sys.modules[module] = mod
     try:
         exec(code, mod.__dict__)  # noqa: S102  student code, in the worker only

@@ -23,8 +23,11 @@ _SCOPE_ABSTRACT_UNIX_AND_SIGNAL = 0b11
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneath(ctypes.Structure):
@@ -63,10 +66,13 @@ def restrict(read: list[str], write: list[str]) -> int:
         raise OSError("landlock is not available")
     libc = _libc()
     handled = _fs_rights(abi)
-    attr = _RulesetAttr(handled, _NET_BIND_CONNECT if abi >= 4 else 0, _SCOPE_ABSTRACT_UNIX_AND_SIGNAL if abi >= 6 else 0)
+    attr = _RulesetAttr(
+        handled, _NET_BIND_CONNECT if abi >= 4 else 0, _SCOPE_ABSTRACT_UNIX_AND_SIGNAL if abi >= 6 else 0
+    )
     size = 8 if abi < 4 else 16 if abi < 6 else 24
-    ruleset = _check(libc.syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)),
-                     "create_ruleset")
+    ruleset = _check(
+        libc.syscall(_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)), "create_ruleset"
+    )
     try:
         for paths, rights in ((read, EXECUTE | READ_FILE | READ_DIR), (write, handled)):
             for path in paths:
@@ -79,8 +85,16 @@ def restrict(read: list[str], write: list[str]) -> int:
                     if not os.path.isdir(path):
                         allowed &= _FILE_ONLY
                     rule = _PathBeneath(allowed, fd)
-                    _check(libc.syscall(_ADD_RULE, ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
-                                        ctypes.byref(rule), ctypes.c_uint32(0)), f"add_rule {path}")
+                    _check(
+                        libc.syscall(
+                            _ADD_RULE,
+                            ctypes.c_int(ruleset),
+                            ctypes.c_int(_RULE_PATH_BENEATH),
+                            ctypes.byref(rule),
+                            ctypes.c_uint32(0),
+                        ),
+                        f"add_rule {path}",
+                    )
                 finally:
                     os.close(fd)
         _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")

@@ -11,7 +11,8 @@ import importlib.abc
 import importlib.machinery
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 LAZY_PACKAGES = ("transformers", "huggingface_hub", "datasets")
 
@@ -112,6 +113,8 @@ def stand_ins(packages: tuple[str, ...] = LAZY_PACKAGES) -> Iterator[None]:
 
 class _DynamoStandIn(types.ModuleType):
     real: types.ModuleType | None = None
+    graph_break: Callable[..., Any]  # set below: the two compiler calls a training loop makes
+    disable: Callable[..., Any]
 
     def __getattr__(self, name: str):
         if name.startswith("__") and name.endswith("__"):

@@ -5,6 +5,11 @@ import os
 import resource
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .ops import Ops
 
 
 def _set_limits(limits: dict) -> None:
@@ -36,16 +41,33 @@ def run() -> None:
     scratch = Path.cwd().resolve()
     _set_limits(limits)
 
-    from . import lazy, leftovers, protocol
-    from .ops import Ops, describe_exception
+    from . import lazy, leftovers, protocol  # noqa: F401  (in this order, before lazy.install)
+    from .ops import Ops
+
+    hello = _start(limits)
+    # Our own modules and torch are loaded: only now may the submission's folder shadow names.
+    sys.path.insert(0, str(scratch))
+    ops = Ops(scratch)
+    protocol.write_frame(rep_fd, hello)
+    _serve(ops, scratch, limits, req_fd, rep_fd)
+
+
+def _start(limits: dict) -> dict:
+    """torch loaded behind the lazy stand-ins, then the layers the worker applies to itself
+    (Landlock, seccomp); the hello the trusted side reads."""
+    from . import lazy, leftovers
 
     lazy.install()
     import torch
 
     torch.set_num_threads(limits["threads"])
     lazy.install_dynamo_standin()
-    hello = {"ok": True, "torch": torch.__version__, "python": sys.version.split()[0],
-             "subreaper": leftovers.adopt_orphans()}
+    hello = {
+        "ok": True,
+        "torch": torch.__version__,
+        "python": sys.version.split()[0],
+        "subreaper": leftovers.adopt_orphans(),
+    }
     if limits.get("landlock"):
         from .landlock import restrict
 
@@ -57,10 +79,15 @@ def run() -> None:
         from .seccomp import install
 
         hello["seccomp"] = install()
-    # Our own modules and torch are loaded: only now may the submission's folder shadow names.
-    sys.path.insert(0, str(scratch))
-    ops = Ops(scratch)
-    protocol.write_frame(rep_fd, hello)
+    return hello
+
+
+def _serve(ops: "Ops", scratch: Path, limits: dict, req_fd: int, rep_fd: int) -> None:
+    """Answer requests until the trusted side closes the pipe."""
+    # Bound here, before any student code runs: nothing it does to sys.modules reaches these names.
+    from . import leftovers, protocol
+    from .ops import describe_exception
+
     main_pid = os.getpid()
     while True:
         try:
@@ -75,18 +102,22 @@ def run() -> None:
             reply = {"ok": False, "error": describe_exception(exc, scratch)}
         if os.getpid() != main_pid:  # a fork of the student's came back into our loop: it must not answer
             os._exit(0)
-        # What the call left running is killed now, before the next call could meet it; the trusted
-        # side restarts us only when some of it would not die or half of a private scratch is full
-        # (a fresh worker gets an empty one).
-        left = leftovers.end_all()
-        if left:
-            reply["left_processes"] = left
-        if leftovers.children():
-            reply["restart"] = "it left processes running that would not die"
-        elif limits.get("scratch_tmpfs") and _half_full(scratch):
-            reply["restart"] = "it filled half of the scratch space"
-        reply["peak_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # for the benchmark
+        _after_call(reply, scratch, limits, leftovers)
         try:
             protocol.write_frame(rep_fd, reply)
         except (TypeError, ValueError) as exc:
             protocol.write_frame(rep_fd, {"ok": False, "error": {"type": "ReplyError", "message": str(exc)[:500]}})
+
+
+def _after_call(reply: dict, scratch: Path, limits: dict, leftovers: ModuleType) -> None:
+    """What the call left running is killed now, before the next call could meet it; the trusted
+    side restarts us only when some of it would not die or half of a private scratch is full (a
+    fresh worker gets an empty one)."""
+    left = leftovers.end_all()
+    if left:
+        reply["left_processes"] = left
+    if leftovers.children():
+        reply["restart"] = "it left processes running that would not die"
+    elif limits.get("scratch_tmpfs") and _half_full(scratch):
+        reply["restart"] = "it filled half of the scratch space"
+    reply["peak_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # for the benchmark

@@ -9,23 +9,37 @@ import platform
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
 from . import annotations, standins, training
 
-_WIRE_DTYPES = {torch.float32, torch.float64, torch.float16, torch.int64, torch.int32, torch.int16,
-                torch.int8, torch.uint8, torch.bool}
+_WIRE_DTYPES = {
+    torch.float32,
+    torch.float64,
+    torch.float16,
+    torch.int64,
+    torch.int32,
+    torch.int16,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
+}
 
 
 def to_wire(value: Any) -> dict:
     """A value returned by student code, as plain data: tensors become raw arrays."""
     if isinstance(value, torch.Tensor):
         t = torch.Tensor.detach(value)
-        meta = {"kind": "tensor", "torch_dtype": str(t.dtype).removeprefix("torch."), "device": str(t.device),
-                "requires_grad": bool(value.requires_grad), "shape": list(t.shape)}
+        meta = {
+            "kind": "tensor",
+            "torch_dtype": str(t.dtype).removeprefix("torch."),
+            "device": str(t.device),
+            "requires_grad": bool(value.requires_grad),
+            "shape": list(t.shape),
+        }
         if t.device.type == "meta":
             return meta
         t = t.cpu()
@@ -85,15 +99,23 @@ MAX_ANSWER_NUMBERS = 1 << 16  # a notebook's answers are a few numbers: a larger
 
 def _answer_to_wire(value: Any) -> dict:
     """A notebook's answer as plain data: a list or an array of numbers becomes a tensor."""
-    if not isinstance(value, torch.Tensor) and isinstance(value, (list, tuple, np.ndarray, int, float)) \
-            and not isinstance(value, bool):
+    if (
+        not isinstance(value, torch.Tensor)
+        and isinstance(value, (list, tuple, np.ndarray, int, float))
+        and not isinstance(value, bool)
+    ):
         try:
             value = torch.as_tensor(np.asarray(value, dtype=np.float64))
         except (TypeError, ValueError, OverflowError):
             return to_wire(value)
     if isinstance(value, torch.Tensor) and value.numel() > MAX_ANSWER_NUMBERS:
-        return {"kind": "tensor", "torch_dtype": str(value.dtype).removeprefix("torch."), "device": "meta",
-                "requires_grad": False, "shape": list(value.shape)}
+        return {
+            "kind": "tensor",
+            "torch_dtype": str(value.dtype).removeprefix("torch."),
+            "device": "meta",
+            "requires_grad": False,
+            "shape": list(value.shape),
+        }
     return to_wire(value)
 
 
@@ -107,8 +129,9 @@ class Ops:
     def op_cell(self, source: str, filename: str, first_line: int, capture: list[str]) -> dict:
         """Run one cell in its notebook's namespace (kept across cells, as in Jupyter) and send the
         `capture` names it bound. The code is padded to its line in the file, so errors name it."""
-        ns = self.notebooks.setdefault(filename, {"__name__": "__main__", "get_ipython": _NoIPython,
-                                                  "display": lambda *a, **k: None})
+        ns = self.notebooks.setdefault(
+            filename, {"__name__": "__main__", "get_ipython": _NoIPython, "display": lambda *a, **k: None}
+        )
         path = str(self.scratch / filename)
         padded = "\n" * (first_line - 1) + source
         linecache.cache[path] = (len(padded), None, padded.splitlines(True), path)
@@ -130,8 +153,14 @@ class Ops:
                 raise
             first = f"{type(exc).__name__}: {str(exc)[:300]}"
         annotations.import_postponed(module, path)
-        return {"postponed_annotations": {"file": path.name, "line": line, "error": first,
-                                          "python": platform.python_version()}}
+        return {
+            "postponed_annotations": {
+                "file": path.name,
+                "line": line,
+                "error": first,
+                "python": platform.python_version(),
+            }
+        }
 
     def _model(self, handle: str) -> Any:
         if handle not in self.handles:  # built in a worker that was restarted since
@@ -141,8 +170,16 @@ class Ops:
     def _module(self, name: str):
         return sys.modules[name]
 
-    def op_build(self, handle: str, module: str, cls: str, config: dict, state: dict | None = None,
-                 seed: int = 0, train_mode: bool = False) -> dict:
+    def op_build(
+        self,
+        handle: str,
+        module: str,
+        cls: str,
+        config: dict,
+        state: dict | None = None,
+        seed: int = 0,
+        train_mode: bool = False,
+    ) -> dict:
         mod = self._module(module)
         torch.manual_seed(seed)
         model = getattr(mod, cls)(mod.ModelConfig(**config))
@@ -150,8 +187,10 @@ class Ops:
             _load_state(model, from_wire(state))
         model.train(train_mode)
         self.handles[handle] = model
-        return {"params": {n: list(p.shape) for n, p in model.named_parameters()},
-                "buffers": {n: list(b.shape) for n, b in model.named_buffers()}}
+        return {
+            "params": {n: list(p.shape) for n, p in model.named_parameters()},
+            "buffers": {n: list(b.shape) for n, b in model.named_buffers()},
+        }
 
     def op_set_buffer(self, handle: str, name: str, value: Any) -> dict:
         count = 0
@@ -166,6 +205,7 @@ class Ops:
         """Replace the submodule at `path`, or with `method` set, that module's method."""
         model = self._model(handle)
         kind = standin["kind"]
+        replacement: torch.nn.Module | standins.RuleForward | standins.FixedLogits  # a module, or a method
         if kind == "affine":
             replacement = standins.Affine(from_wire(standin["weight"]), from_wire(standin["bias"]))
         elif kind == "rule_forward":
@@ -182,8 +222,9 @@ class Ops:
             setattr(model.get_submodule(parent_path), name, replacement)
         return {}
 
-    def op_call(self, handle: str, method: str, args: list, seed: int = 0, grad: bool = False,
-                return_inputs: bool = False) -> dict:
+    def op_call(
+        self, handle: str, method: str, args: list, seed: int = 0, grad: bool = False, return_inputs: bool = False
+    ) -> dict:
         model = self._model(handle)
         inputs = [from_wire(a) for a in args]
         torch.manual_seed(seed)
@@ -211,8 +252,21 @@ class Ops:
         which break the model on a GPU. (The meta device finds the same, but its first use costs ~1 s.)"""
         from torch.overrides import TorchFunctionMode
 
-        factories = {torch.ones, torch.zeros, torch.arange, torch.tensor, torch.full, torch.empty, torch.rand,
-                     torch.randn, torch.randint, torch.eye, torch.linspace, torch.tril_indices, torch.triu_indices}
+        factories = {
+            torch.ones,
+            torch.zeros,
+            torch.arange,
+            torch.tensor,
+            torch.full,
+            torch.empty,
+            torch.rand,
+            torch.randn,
+            torch.randint,
+            torch.eye,
+            torch.linspace,
+            torch.tril_indices,
+            torch.triu_indices,
+        }
         found: list[str] = []
 
         class Audit(TorchFunctionMode):
@@ -237,7 +291,7 @@ class Ops:
         filename = str(self.scratch / "claim.py")
         linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         tree = ast.parse(code, filename)
-        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        last = cast(ast.Expr, tree.body.pop()) if tree.body and isinstance(tree.body[-1], ast.Expr) else None
         namespace = {"__name__": "__claim__", "__builtins__": builtins}
         exec(compile(tree, filename, "exec"), namespace)
         if last is None:
@@ -250,20 +304,41 @@ class Ops:
         return {"true": _exactly_true(value), "value": shown}
 
     # -- training ------------------------------------------------------------------------------
-    def op_train(self, module: str, function: str, kwargs: dict, config: dict, data: np.ndarray,
-                 data_path: str, record_class: str, seed: int = 0) -> dict:
+    def op_train(
+        self,
+        module: str,
+        function: str,
+        kwargs: dict,
+        config: dict,
+        data: np.ndarray,
+        data_path: str,
+        record_class: str,
+        seed: int = 0,
+    ) -> dict:
         """Run the student's train() on our data; hand back the weights of the model it built, and
         what raised after its loop was done (the model is graded, the error is a warning)."""
         training.data_file(self.scratch, data_path, data)
-        record, after = training.run(self._module(module), function, kwargs, config, record_class, seed,
-                                     lambda exc: describe_exception(exc, self.scratch))
+        record, after = training.run(
+            self._module(module),
+            function,
+            kwargs,
+            config,
+            record_class,
+            seed,
+            lambda exc: describe_exception(exc, self.scratch),
+        )
         if not record.models:
             return {"models": 0}
         final = record.models[-1].state_dict()
-        reply = {"models": len(record.models), "loss_calls": record.loss_calls, "recorded": record.recorded,
-                 "initial": {k: to_wire(v) for k, v in (record.initial or {}).items()},
-                 "final": {k: to_wire(v) for k, v in final.items()}, "plot": self._plot(),
-                 "buffers": [n for n, _ in record.models[-1].named_buffers()]}
+        reply = {
+            "models": len(record.models),
+            "loss_calls": record.loss_calls,
+            "recorded": record.recorded,
+            "initial": {k: to_wire(v) for k, v in (record.initial or {}).items()},
+            "final": {k: to_wire(v) for k, v in final.items()},
+            "plot": self._plot(),
+            "buffers": [n for n, _ in record.models[-1].named_buffers()],
+        }
         if after is not None:
             reply["raised_after_loop"] = after
         return reply
@@ -288,10 +363,13 @@ def _load_state(model: torch.nn.Module, state: dict) -> None:
     buffers = {name for name, _ in model.named_buffers()}
     missing = [k for k in missing if k not in buffers]
     if missing or unexpected:
-        problems = [f"Missing key(s) in state_dict: {', '.join(map(repr, missing))}." if missing else "",
-                    f"Unexpected key(s) in state_dict: {', '.join(map(repr, unexpected))}." if unexpected else ""]
-        raise RuntimeError(f"Error(s) in loading state_dict for {type(model).__name__}: "
-                           + " ".join(p for p in problems if p))
+        problems = [
+            f"Missing key(s) in state_dict: {', '.join(map(repr, missing))}." if missing else "",
+            f"Unexpected key(s) in state_dict: {', '.join(map(repr, unexpected))}." if unexpected else "",
+        ]
+        raise RuntimeError(
+            f"Error(s) in loading state_dict for {type(model).__name__}: " + " ".join(p for p in problems if p)
+        )
 
 
 def _exactly_true(value: Any) -> bool:

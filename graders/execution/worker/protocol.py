@@ -65,15 +65,18 @@ def _checked_array(meta: Any, payload: memoryview) -> np.ndarray:
     dtype, shape, offset, nbytes = meta["dtype"], meta["shape"], meta["offset"], meta["nbytes"]
     if dtype not in ALLOWED_DTYPES:
         raise ProtocolError(f"array dtype {dtype!r} is not allowed")
-    if (not isinstance(shape, list) or len(shape) > MAX_NDIM
-            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape)):
+    if (
+        not isinstance(shape, list)
+        or len(shape) > MAX_NDIM
+        or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape)
+    ):
         raise ProtocolError(f"bad array shape {shape!r}")
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (offset, nbytes)):
         raise ProtocolError("bad array offset or size")
     expected = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
     if expected != nbytes or offset + nbytes > len(payload):
         raise ProtocolError(f"array of shape {shape} and dtype {dtype} does not fit its {nbytes} bytes")
-    return np.frombuffer(payload[offset:offset + nbytes], dtype=dtype).reshape(shape).copy()
+    return np.frombuffer(payload[offset : offset + nbytes], dtype=dtype).reshape(shape).copy()
 
 
 def decode(body: bytes, payload: bytes) -> Any:

@@ -22,11 +22,24 @@ _X32_BIT = 0x40000000
 
 # name: (x86_64, aarch64)
 _DENIED = {
-    "ptrace": (101, 117), "process_vm_readv": (310, 270), "process_vm_writev": (311, 271),
-    "mount": (165, 40), "umount2": (166, 39), "pivot_root": (155, 41), "unshare": (272, 97), "setns": (308, 268),
-    "keyctl": (250, 219), "add_key": (248, 217), "request_key": (249, 218), "bpf": (321, 280),
-    "perf_event_open": (298, 241), "userfaultfd": (323, 282), "io_uring_setup": (425, 425),
-    "open_by_handle_at": (304, 265), "kexec_load": (246, 104), "init_module": (175, 105),
+    "ptrace": (101, 117),
+    "process_vm_readv": (310, 270),
+    "process_vm_writev": (311, 271),
+    "mount": (165, 40),
+    "umount2": (166, 39),
+    "pivot_root": (155, 41),
+    "unshare": (272, 97),
+    "setns": (308, 268),
+    "keyctl": (250, 219),
+    "add_key": (248, 217),
+    "request_key": (249, 218),
+    "bpf": (321, 280),
+    "perf_event_open": (298, 241),
+    "userfaultfd": (323, 282),
+    "io_uring_setup": (425, 425),
+    "open_by_handle_at": (304, 265),
+    "kexec_load": (246, 104),
+    "init_module": (175, 105),
     "finit_module": (313, 273),
 }
 _SOCKET = (41, 198)

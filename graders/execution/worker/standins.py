@@ -11,6 +11,9 @@ import torch.nn as nn
 class Affine(nn.Module):
     """x -> x Wᵀ + b with fixed weights: a stand-in for attention, an MLP or a whole block."""
 
+    weight: torch.Tensor  # buffers, registered below
+    bias: torch.Tensor
+
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor):
         super().__init__()
         self.register_buffer("weight", weight)
@@ -55,4 +58,3 @@ class FixedLogits:
 
     def __call__(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
         return self.logits[: x.shape[0], : x.shape[1]].clone().requires_grad_(True)
-

@@ -3,11 +3,12 @@ weights, its loss calls and optimizer steps, and what it asked to plot. Runs bes
 
 import copy
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -31,7 +32,7 @@ def _floats(values: Any) -> list[float] | None:
 
 
 def _recorded_class(base: type, record: Record) -> type:
-    class Recorded(base):  # type: ignore[misc, valid-type]
+    class Recorded(base):
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
             record.models.append(self)
@@ -72,7 +73,7 @@ def recording(train_mod: ModuleType, record_class: str, record: Record) -> Itera
     if patch_model:
         setattr(model_mod, record_class, recorded)
     if callable(plot):
-        train_mod.plot_results = recording_plot
+        setattr(train_mod, "plot_results", recording_plot)
     try:
         yield
     finally:
@@ -81,7 +82,7 @@ def recording(train_mod: ModuleType, record_class: str, record: Record) -> Itera
         if patch_model and getattr(model_mod, record_class, None) is recorded:
             setattr(model_mod, record_class, base)
         if callable(plot):
-            train_mod.plot_results = plot
+            setattr(train_mod, "plot_results", plot)
 
 
 def draw_plots(plot: Callable | None, record: Record) -> None:
@@ -99,12 +100,23 @@ def draw_plots(plot: Callable | None, record: Record) -> None:
 def loop_done(record: Record, max_steps: Any) -> bool:
     """train() got through its loop: max_steps loss calls and optimizer steps on a model it built.
     An error after that (saving a checkpoint to a folder that is not there) leaves a trained model."""
-    return bool(record.models) and isinstance(max_steps, int) and \
-        record.loss_calls >= max_steps and record.steps >= max_steps
+    return (
+        bool(record.models)
+        and isinstance(max_steps, int)
+        and record.loss_calls >= max_steps
+        and record.steps >= max_steps
+    )
 
 
-def run(train_mod: ModuleType, function: str, kwargs: dict, config: dict, record_class: str, seed: int,
-        describe: Callable[[BaseException], dict]) -> tuple[Record, dict | None]:
+def run(
+    train_mod: ModuleType,
+    function: str,
+    kwargs: dict,
+    config: dict,
+    record_class: str,
+    seed: int,
+    describe: Callable[[BaseException], dict],
+) -> tuple[Record, dict | None]:
     """Run train(); (the record, what raised after its loop or None). An error before the loop is
     done propagates: that train() fails."""
     record = Record()
