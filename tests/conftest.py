@@ -43,9 +43,12 @@ def write_zip(path: Path, files: dict[str, str | bytes], folder: str = "") -> Pa
     return path
 
 
-def grade_all(zips: list[Path], out: Path, jobs: int = 2, extra: list[str] = TEST_LIMITS) -> dict[str, dict]:
-    """Grade `zips` with `jobs` real grade processes; results.json of each, by zip stem."""
-    chunks = [zips[i::jobs] for i in range(jobs) if zips[i::jobs]]
+def grade_all(zips: list[Path], out: Path, jobs: int = 2, extra: list[str] = TEST_LIMITS,
+              seconds: dict[str, float] | None = None) -> dict[str, dict]:
+    """Grade `zips` with `jobs` real grade processes; results.json of each, by zip stem. With
+    `seconds` (a zip stem's expected grade time; 4 s if not given), each zip goes to the process
+    with the least work so far, longest first, so that no process is left alone at the end."""
+    chunks = _balanced(zips, jobs, seconds) if seconds else [zips[i::jobs] for i in range(jobs) if zips[i::jobs]]
     procs = [subprocess.Popen([*GRADE, *map(str, chunk), "--out", str(out / f"job{i}"), "--quiet", *extra],
                               cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for i, chunk in enumerate(chunks)]
@@ -60,6 +63,38 @@ def grade_all(zips: list[Path], out: Path, jobs: int = 2, extra: list[str] = TES
     for p, log in zip(procs, logs):
         assert p.returncode == 0, log[-3000:]
     return results
+
+
+def _balanced(zips: list[Path], jobs: int, seconds: dict[str, float]) -> list[list[Path]]:
+    loads, chunks = [0.0] * jobs, [[] for _ in range(jobs)]
+    for z in sorted(zips, key=lambda z: -seconds.get(z.stem, 4.0)):
+        i = loads.index(min(loads))
+        chunks[i].append(z)
+        loads[i] += seconds.get(z.stem, 4.0)
+    return [c for c in chunks if c]
+
+
+def parent_pids() -> dict[int, int]:
+    """Every live process's parent pid, from /proc."""
+    parents = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                stat = Path(entry.path, "stat").read_text()
+                parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    return parents
+
+
+def descends_from(pid: int, ancestors: set[int], parents: dict[int, int]) -> bool:
+    seen = set()
+    while pid in parents and pid not in seen:
+        if pid in ancestors:
+            return True
+        seen.add(pid)
+        pid = parents[pid]
+    return False
 
 
 def items(results: dict) -> dict[str, dict]:

@@ -3,12 +3,13 @@ runs past its timeout or refuses its arguments. Whether their grades equal the `
 is test_html_report.py's batch test (15 submissions, hostile ones among them)."""
 
 import os
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REFERENCE, edited, write_zip
+from conftest import REFERENCE, descends_from, edited, parent_pids, write_zip
 from graders.deploy import forked_grades
 from graders.deploy.batch import grade_one
 from graders.execution.sandbox import capabilities
@@ -42,6 +43,27 @@ def _worker_pids() -> set[int]:
     return pids
 
 
+def _graded_watching_workers(grade) -> tuple[str, set[int]]:
+    """grade()'s outcome, and every worker process it started (seen below this process while it
+    ran): workers of other grades on the machine (another test run, a benchmark) are not among them."""
+    seen: set[int] = set()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            parents = parent_pids()
+            seen.update(p for p in _worker_pids() if descends_from(p, {os.getpid()}, parents))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        return grade(), seen
+    finally:
+        done.set()
+        watcher.join()
+
+
 # auto: a forked grade where the fork server is safe; plain: a fresh grade process and a worker
 # without bwrap, in a session of its own, which nothing but the batch's kill of the tree stops.
 @pytest.mark.parametrize("sandbox_mode", ["auto", "plain"], indirect=True)
@@ -49,14 +71,15 @@ def test_a_grade_past_the_batch_timeout_is_killed_with_its_worker(tmp_path, sand
     # The worker sleeps in the submission's import (the grade would wait 60 s for it) when the
     # batch's timeout ends the grade: only killing the whole tree ends the worker too.
     files = edited("utils.py", "import torch\n", "import time\nimport torch\ntime.sleep(600)\n")
-    before = _worker_pids()
-    outcome = grade_one(write_zip(tmp_path / "sleeper.zip", files), tmp_path / "out", grade_args=[], timeout=5)
+    outcome, workers = _graded_watching_workers(
+        lambda: grade_one(write_zip(tmp_path / "sleeper.zip", files), tmp_path / "out", grade_args=[], timeout=5))
     assert outcome == "grade took longer than 5 s"
     assert not (tmp_path / "out" / "results.json").exists()
+    assert workers, "no worker of the grade was seen running: nothing was killed"
     deadline = time.monotonic() + 10
-    while _worker_pids() - before and time.monotonic() < deadline:
+    while workers & _worker_pids() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _worker_pids() - before
+    assert not workers & _worker_pids()
 
 
 @FORKED
