@@ -11,6 +11,7 @@ from pathlib import Path
 SUBCOMMANDS = {
     "report": "graders.commands.report",
     "batch": "graders.commands.batch",
+    "similarity": "graders.commands.similarity",
     "gradescope-bundle": "graders.commands.bundle",
     "check-key": "graders.written.keycheck",
 }

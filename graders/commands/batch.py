@@ -9,6 +9,7 @@ from graders.commands.overrides import with_limits
 from graders.deploy import docker_backend
 from graders.deploy.batch import Batch, GradeOne, grade_one, run_batch
 from graders.deploy.docker_backend import DockerUnavailable
+from graders.similarity.run import comparable
 from graders.spec import Spec, SpecError, load_spec, spec_path
 
 
@@ -31,6 +32,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--image", help="the grading image (docker/README.md), with --backend docker")
     parser.add_argument("--cpus", type=float, default=1.0, help="CPUs per container (docker)")
     parser.add_argument("--memory-mb", type=int, help="memory cap per container (docker; default from the spec)")
+    parser.add_argument(
+        "--similarity",
+        action="store_true",
+        help="also compare the class's code: OUT/similarity.html and .csv, linked from summary.html",
+    )
     return parser
 
 
@@ -61,6 +67,8 @@ def main(argv: list[str]) -> int:
     try:
         spec = with_limits(load_spec(spec_path(args.assignment)), args.limit)
         _check(args)
+        if args.similarity:
+            comparable(spec)  # a written assignment has no code to compare: said before grading, not after
         grader = _grader(args, spec)
     except (SpecError, ValueError) as e:
         print(f"grade batch: {e}", file=sys.stderr)
@@ -80,5 +88,6 @@ def main(argv: list[str]) -> int:
             backend=args.backend,
             cpus=args.cpus,
             grade_one=grader,
+            similarity=args.similarity,
         )
     )

@@ -1,6 +1,7 @@
 """`grade batch`: every submission of a folder graded in its own `grade` process (forked from a
 warm one where that is safe, deploy/forked_grades.py) or its own container (docker_backend.py),
-`--jobs` at a time; then OUT/grades.csv and the class summary."""
+`--jobs` at a time; then OUT/grades.csv, OUT/sources.json (where each submission came from), with
+--similarity the class's similar code (graders/similarity/), and the class summary."""
 
 import os
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from graders.deploy import forked_grades
 from graders.deploy.gradebook import write_gradebook
+from graders.deploy.sources import write_sources
 from graders.execution.sandbox import kill_tree
 from graders.reports.html import write_report
 from graders.reports.results_file import write_results
@@ -40,6 +42,7 @@ class Batch:
     backend: str  # "local" or "docker"
     cpus: float  # per container (docker)
     grade_one: GradeOne
+    similarity: bool = False  # also compare the class's code (OUT/similarity.html), before the summary
 
 
 def find_submissions(folder: Path) -> dict[str, Path]:
@@ -111,6 +114,9 @@ def run_batch(batch: Batch) -> int:
     failed = _grade_all(batch, students, todo)
     graded = _read_results(batch.out, students, failed)
     write_gradebook(batch.out / "grades.csv", batch.spec, students, graded)
+    write_sources(batch.out, batch.assignment, students)
+    if batch.similarity:
+        _compare_class(batch, students)
     # Grader errors are ours, not the student's: listed for a look, kept out of the class's numbers.
     unfinished = {s: failed.get(s) or r.grader_error or "" for s, r in graded.items() if r.grader_error}
     unfinished.update({s: why for s, why in failed.items() if s not in graded})
@@ -127,6 +133,18 @@ def run_batch(batch: Batch) -> int:
     for student, why in sorted(failed.items()):
         print(f"failed: {student}: {why}", file=sys.stderr)
     return 0
+
+
+def _compare_class(batch: Batch, students: dict[str, Path]) -> None:
+    """OUT/similarity.*, which the summary then links; a failure of it costs the page, never the grades."""
+    from graders.similarity.run import run_similarity  # numpy and the index: only when asked
+
+    try:
+        result = run_similarity(students, batch.spec, batch.out)
+    except Exception as e:  # the grades are written already; say why the page is missing
+        print(f"similarity: not compared: {type(e).__name__}: {e}", file=sys.stderr)
+        return
+    print(f"similarity: {result.pairs_over} pairs scored 0.3 or more: {batch.out / 'similarity.html'}")
 
 
 def _grade_args(batch: Batch) -> list[str]:

@@ -3,6 +3,7 @@ struggles with and why, how long grading took, and which submissions need a pers
 
 Built only from the stored results.json files, so it can be re-rendered without regrading."""
 
+import json
 import re
 import statistics
 from collections import Counter
@@ -16,6 +17,9 @@ from graders.scoring.results import Results
 # Measured values differ per student; grouping failures by message with numbers blanked shows the
 # common mistake ("... off by # at batch #, position #") instead of one row per student.
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+# What graders/similarity/ leaves beside the summary: its counts and top pairs, for the "Similar
+# code" section (the summary reads the file, never the similarity package: reports stay views).
+SIMILARITY_FILE = "similarity.json"
 
 
 def message_kind(message: str) -> str:
@@ -129,16 +133,8 @@ def _bins(top: float, count: int) -> list[float]:
     return [top * i / count for i in range(count + 1)]
 
 
-def render_summary(graded: dict[str, Results], failed: dict[str, str], title: str) -> str:
-    """`graded`: each student's results; `failed`: students whose grade did not finish, and why."""
-    totals = {s: r.score for s, r in graded.items()}
-    max_score = max((r.max_score for r in graded.values()), default=0.0)
-    times = {s: t for s, r in graded.items() if (t := r.timings.get("total_s")) is not None}
-    attention = sorted(
-        (s, r.grader_error or "; ".join(f"{k}: {v}" for k, v in sorted(r.problems.items())))
-        for s, r in graded.items()
-        if r.grader_error or r.problems
-    )
+def _plots(totals: dict[str, float], max_score: float, times: dict[str, float]) -> tuple[bytes | None, bytes | None]:
+    """The histograms of total scores and of grading times (None for an empty one)."""
     score_plot = (
         _histogram(
             list(totals.values()),
@@ -159,6 +155,32 @@ def render_summary(graded: dict[str, Results], failed: dict[str, str], title: st
         if times
         else None
     )
+    return score_plot, time_plot
+
+
+def read_similarity(folder: Path) -> dict | None:
+    """The similarity pass's summary in `folder`, if one was run there and its file is readable."""
+    try:
+        data = json.loads((folder / SIMILARITY_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("top"), list) else None
+
+
+def render_summary(
+    graded: dict[str, Results], failed: dict[str, str], title: str, similarity: dict | None = None
+) -> str:
+    """`graded`: each student's results; `failed`: students whose grade did not finish, and why;
+    `similarity`: read_similarity's, when the class was compared."""
+    totals = {s: r.score for s, r in graded.items()}
+    max_score = max((r.max_score for r in graded.values()), default=0.0)
+    times = {s: t for s, r in graded.items() if (t := r.timings.get("total_s")) is not None}
+    attention = sorted(
+        (s, r.grader_error or "; ".join(f"{k}: {v}" for k, v in sorted(r.problems.items())))
+        for s, r in graded.items()
+        if r.grader_error or r.problems
+    )
+    score_plot, time_plot = _plots(totals, max_score, times)
     return env.get_template("summary.html.j2").render(
         title=title,
         count=len(graded) + len(failed),
@@ -177,9 +199,10 @@ def render_summary(graded: dict[str, Results], failed: dict[str, str], title: st
         failed=sorted(failed.items()),
         attention=attention,
         students=sorted(graded.items()),
+        similarity=similarity,
     )
 
 
 def write_summary(graded: dict[str, Results], failed: dict[str, str], path: Path, title: str) -> Path:
-    path.write_text(render_summary(graded, failed, title), encoding="utf-8")
+    path.write_text(render_summary(graded, failed, title, read_similarity(path.parent)), encoding="utf-8")
     return path
