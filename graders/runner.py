@@ -65,12 +65,29 @@ def grade(source: Path, spec: Spec, out_dir: Path | None = None) -> Results:
 
 
 def _grade_written(g: _Grade, intake: Intake) -> Results:
-    """The written engine: an answers file against the key, on the trusted side (no worker)."""
-    from graders.written.grading import check_answers
+    """The written engine: an answers file against the key, on the trusted side; the key's code
+    parts (if any) in a worker, spawned first so that it starts while the answers are graded."""
+    from graders.written.grading import check_answers, check_code, launch_code_worker
 
+    worker = launch_code_worker(g.spec, intake, g.spec.limits)
+    if worker is not None:
+        worker.deadline = g.deadline
+        g.workers.append(worker)
     checked, warnings, problems = check_answers(g.spec, intake)
+    with g.timings.timed("code_s"):
+        code, code_problems = check_code(g.spec, intake, worker)
+    checked = {**checked, **code}
     items = [score_item(item, [checked[c.name] for c in item.checks]) for item in g.spec.items]
-    return _results(g, intake, items, problems={**intake.problems, **problems}, warnings=warnings)
+    ran = {}
+    if worker is not None:
+        ran = dict(
+            output=captured_output(g.workers, g.spec.limits.output_cap_bytes),
+            sandbox=worker.layers,
+            sandbox_notes=list(worker.sandbox.caps.notes),
+        )
+    return _results(
+        g, intake, items, problems={**intake.problems, **problems, **code_problems}, warnings=warnings, **ran
+    )
 
 
 def _grade_with_checks(g: _Grade, intake: Intake) -> Results:

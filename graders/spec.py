@@ -211,6 +211,11 @@ class Spec(_Strict):
             raise ValueError("engine checks needs checks_dir")
         if self.engine == "written" and not self.key:
             raise ValueError("engine written needs key")
+        if self.engine == "written" and (
+            sum(f.endswith(".yaml") for f in self.required_files) != 1
+            or sum(f.endswith(".py") for f in self.required_files) > 1
+        ):
+            raise ValueError("engine written reads one answers .yaml file and at most one .py file (its code parts)")
         strays = (set(self.alternatives) | set(self.notebooks)) - set(self.required_files)
         if strays:
             raise ValueError(f"alternatives and notebooks name files not in required_files: {sorted(strays)}")
@@ -219,6 +224,14 @@ class Spec(_Strict):
     def accepted(self, name: str) -> tuple[str, ...]:
         """The file names that stand for required file `name`, in order of preference."""
         return (name, *self.alternatives.get(name, ()))
+
+    def answers_file(self) -> str:
+        """Engine written: the answers file."""
+        return next(f for f in self.required_files if f.endswith(".yaml"))
+
+    def code_file(self) -> str | None:
+        """Engine written: the .py file whose functions the key's code parts run, if the spec has one."""
+        return next((f for f in self.required_files if f.endswith(".py")), None)
 
     def modules(self) -> list[str]:
         """What the worker imports when it starts: the required .py files, in order, but notebooks."""
@@ -264,7 +277,7 @@ def load_spec(path: Path) -> Spec:
     try:
         data = tomllib.loads(path.read_text())
         if data.get("engine") == "written" and isinstance(data.get("key"), str) and "items" not in data:
-            data["items"] = _key_items(path.parent / data["key"])
+            data["items"] = _key_items(path.parent / data["key"], data.get("required_files"))
         return Spec.model_validate(data)
     except FileNotFoundError as e:
         raise SpecError(f"{path}: no such spec file") from e
@@ -275,15 +288,18 @@ def load_spec(path: Path) -> Spec:
         raise SpecError(f"{path}: {problems}") from e
 
 
-def _key_items(path: Path) -> list[dict[str, Any]]:
+def _key_items(path: Path, required_files: Any) -> list[dict[str, Any]]:
     """A written assignment's items are its key's questions: the key is their single source (plain
     data, validated below as the spec's own items table would be)."""
     from graders.written.key import KeyProblem, key_items, load_key
 
     try:
-        return key_items(load_key(path))
+        key = load_key(path)
     except KeyProblem as e:
         raise SpecError(str(e)) from e
+    if key.code_parts() and not any(str(f).endswith(".py") for f in required_files or ()):
+        raise SpecError(f"{path}: the key has code parts, so required_files must name the .py file they run")
+    return key_items(key)
 
 
 def assignments() -> list[str]:

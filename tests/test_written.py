@@ -354,7 +354,7 @@ _QUESTION = '  - {id: "1", title: t, prompt: p, points: 1, parts: [{id: x, rubri
     ("questions:\n" + _QUESTION.replace("number: 1", "expression: dk*2, symbols: [d_k]"),
      "questions.0.parts.0.expression (line 3): 'dk*2' uses the name 'dk', which this question does not define"),
     ("questions:\n" + _QUESTION.replace("number: 1", "number: 1, expression: \"2\""),
-     "questions.0.parts.0 (line 3): part x needs exactly one of number and expression"),
+     "questions.0.parts.0 (line 3): part x needs exactly one of number, expression and code"),
     ("questions:\n" + _QUESTION.replace("number: 1", "expression: \"2\", rel_tol: 0.1"),
      "tolerances go with a number"),
     ("questions:\n" + _QUESTION.replace("number: 1", "expression: pi, symbols: [pi]"), "'pi' cannot be a name"),

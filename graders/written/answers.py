@@ -211,6 +211,12 @@ def _grade_part(question: Question, part: Part, answers: Answers) -> CheckResult
 
 
 def grade_answers(key: AnswerKey, answers: Answers) -> dict[str, CheckResult]:
-    """One result per auto-graded part, by its check name (key_items' checks); manual questions
-    have none: they are graded by hand."""
-    return {check_name(q, p): _grade_part(q, p, answers) for q in key.questions if not q.manual for p in q.parts}
+    """One result per number or expression part, by its check name (key_items' checks); manual
+    questions have none: they are graded by hand."""
+    return {
+        check_name(q, p): _grade_part(q, p, answers)
+        for q in key.questions
+        if not q.manual
+        for p in q.parts
+        if p.code is None  # graded by running the submitted .py (graders/written/code.py)
+    }

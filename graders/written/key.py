@@ -8,7 +8,7 @@ and its line in the YAML.
 import ast
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, get_args
 
 import sympy as sp
 import yaml
@@ -45,6 +45,25 @@ def _duplicate(values: list[str]) -> int | None:
     return next((i for i, v in enumerate(values) if v in values[:i]), None)
 
 
+# What the grader can check of a student's function (graders/written/code.py implements each):
+# attention(Q, K, V, mask) against the reference without and with a mask, and the causal property;
+# causal_masked_softmax(scores) against the reference, its future weights, its rows' sums.
+CodeCheck = Literal[
+    "attention_unmasked",
+    "attention_masked",
+    "attention_causal",
+    "causal_softmax_matches",
+    "causal_softmax_future_zero",
+    "causal_softmax_rows",
+]
+CODE_CHECKS: tuple[str, ...] = get_args(CodeCheck)
+
+
+class Code(_Strict):
+    function: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description="the function of the submitted .py")
+    check: CodeCheck = Field(description="what is checked of it, by running it in the worker")
+
+
 class Part(_Strict):
     id: Id
     weight: float = Field(1.0, gt=0, description="the question's points are shared among its parts by weight")
@@ -54,11 +73,16 @@ class Part(_Strict):
     rel_tol: float | None = Field(None, ge=0)
     expression: str | None = Field(None, description="in the same syntax students use: d_model/h, 2^20, sqrt(d_k)")
     symbols: tuple[str, ...] = Field((), description="the names the expression (and students) may use")
+    code: Code | None = Field(None, description="graded by running the student's function in the worker")
 
     @model_validator(mode="after")
     def _one_answer(self) -> "Part":
-        if (self.number is None) == (self.expression is None):
-            raise FieldProblem((), f"part {self.id} needs exactly one of number and expression")
+        if sum(x is not None for x in (self.number, self.expression, self.code)) != 1:
+            raise FieldProblem((), f"part {self.id} needs exactly one of number, expression and code")
+        if self.code is not None:
+            if self.symbols or self.abs_tol is not None or self.rel_tol is not None:
+                raise FieldProblem(("code",), "symbols and tolerances go with a number or an expression, not code")
+            return self
         if self.number is not None:
             if not math.isfinite(self.number):
                 raise FieldProblem(("number",), "the number must be finite")
@@ -116,6 +140,8 @@ class Question(_Strict):
         dup = _duplicate([p.id for p in self.parts])
         if dup is not None:
             raise FieldProblem(("parts", dup, "id"), f"duplicate part id {self.parts[dup].id!r}")
+        if len({p.code is None for p in self.parts}) > 1:  # answers.yaml and the .py each answer whole questions
+            raise FieldProblem(("parts",), f"question {self.id} mixes code parts with others: make them two questions")
         return self
 
     def label(self, part: Part) -> str:
@@ -126,6 +152,12 @@ class Question(_Strict):
 class Claim(_Strict):
     id: Id
     about: Id | None = Field(None, description="the question this claim supports")
+    part: str | None = Field(
+        None,
+        description="a part, as question.part (2b.three), whose key answer the code computes: the claim is "
+        "true iff its last expression's value equals that answer (a number within the part's tolerance, an "
+        "expression by equivalence), so a wrong number in the key is refused",
+    )
     statement: str = Field(description="the claim in words")
     code: str = Field(description="Python; the claim is true iff its last expression's value is exactly true")
 
@@ -159,7 +191,14 @@ class AnswerKey(_Strict):
             if dup is not None:
                 raise FieldProblem((field, dup, "id"), f"duplicate {field[:-1]} id {ids[dup]!r}")
         known = {q.id for q in self.questions}
+        answered = {f"{q.id}.{p.id}" for q in self.questions for p in q.parts if p.code is None}
         for i, claim in enumerate(self.claims):
+            if claim.part is not None and claim.part not in answered:
+                raise FieldProblem(
+                    ("claims", i, "part"),
+                    f"claim {claim.id} computes {claim.part!r}, which is not a number or expression part "
+                    "(written question.part, e.g. 2b.three)",
+                )
             if claim.about is not None and claim.about not in known:
                 raise FieldProblem(
                     ("claims", i, "about"),
@@ -181,6 +220,14 @@ class AnswerKey(_Strict):
 
     def points(self) -> float:
         return sum(q.points for q in self.questions)
+
+    def part(self, label: str) -> Part:
+        """The part named question.part (a claim's `part`)."""
+        qid, _, pid = label.partition(".")
+        return next(p for p in self.question(qid).parts if p.id == pid)
+
+    def code_parts(self) -> list[tuple[Question, Part]]:
+        return [(q, p) for q in self.questions for p in q.parts if p.code is not None]
 
 
 def _describe(error: ErrorDetails, root: yaml.Node | None) -> str:

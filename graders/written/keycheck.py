@@ -15,7 +15,8 @@ from typing import Literal
 
 from graders.execution.client import StudentError, Worker, WorkerError
 from graders.spec import Limits, SpecError, load_spec
-from graders.written.key import AnswerKey, Claim, KeyProblem, load_key
+from graders.written.expressions import ExpressionError, number_value, parse_expression, same
+from graders.written.key import AnswerKey, Claim, KeyProblem, Part, load_key
 
 CLAIM_TIMEOUT_S = 30.0  # sympy.stats and trigsimp claims take ~1 s; a loaded machine, several times that
 Status = Literal["true", "false", "crashed", "timed_out"]
@@ -41,7 +42,36 @@ def _crash(claim: Claim, info: dict) -> str:
     return f"raised {info.get('type', 'an error')}{where}: {info.get('message', '')}".rstrip(": ")
 
 
-def _run_claim(worker: Worker, claim: Claim, timeout_s: float) -> ClaimOutcome:
+def _agrees(part: Part, reply: dict) -> tuple[bool, str]:
+    """Whether a claim's value (worker data: a number, or text our own parser reads) is the part's
+    key answer; else what it evaluated to, beside the key's."""
+    number, text = reply.get("number"), reply.get("text")
+    key_answer = f"{part.number!r}" if part.number is not None else part.expression
+    try:
+        if isinstance(number, (int, float)) and not isinstance(number, bool):
+            value = float(number)
+        elif isinstance(text, str):
+            expr = parse_expression(text, part.symbols)
+            if part.expression is not None:
+                ok = same(part.expected(), expr)
+                return ok, "" if ok else f"not the key's answer: it evaluated to {text}, the key says {key_answer}"
+            value = number_value(expr)
+        else:
+            return False, f"not the key's answer: it evaluated to {reply.get('value')}, not a number or expression"
+    except (ExpressionError, OverflowError) as e:
+        return False, f"not the key's answer: its value {str(text)[:100]} {e}"
+    if part.number is None:
+        return (
+            False,
+            f"not the key's answer: it evaluated to the number {value:g}, the key has the expression {key_answer}",
+        )
+    abs_tol, rel_tol = part.tolerance()
+    if abs(value - part.number) <= max(abs_tol, rel_tol * abs(part.number)):
+        return True, ""
+    return False, f"not the key's answer: it evaluated to {value:g}, the key says {key_answer}"
+
+
+def _run_claim(worker: Worker, claim: Claim, timeout_s: float, key: AnswerKey) -> ClaimOutcome:
     worker.begin_check()  # the last claim's failure must not short-circuit this one
     try:
         reply = worker.request("claim", f"claim {claim.id}", timeout=timeout_s, code=claim.code)
@@ -54,6 +84,9 @@ def _run_claim(worker: Worker, claim: Claim, timeout_s: float) -> ClaimOutcome:
             "timed_out" if timed_out else "crashed",
             f"did not finish within {timeout_s:g} s" if timed_out else str(e),
         )
+    if claim.part is not None:  # the key's answer must be what the claim computes
+        agrees, why = _agrees(key.part(claim.part), reply)
+        return ClaimOutcome(claim, "true" if agrees else "false", why)
     if reply["true"] is True:
         return ClaimOutcome(claim, "true")
     return ClaimOutcome(claim, "false", f"not true: it evaluated to {reply['value']}")
@@ -68,7 +101,7 @@ def check_key(key: AnswerKey, limits: Limits, timeout_s: float = CLAIM_TIMEOUT_S
     # measures the claim, not the second of importing sympy.
     worker = Worker(scratch, limits, modules=["sympy"])
     try:
-        return [_run_claim(worker, claim, timeout_s) for claim in key.claims]
+        return [_run_claim(worker, claim, timeout_s, key) for claim in key.claims]
     finally:
         worker.close()
         shutil.rmtree(scratch, ignore_errors=True)

@@ -1,10 +1,13 @@
 """The answers.yaml students start from, generated from the key: every question and part id with
 an empty answer, the prompts and what each part asks as comments, and nothing of the key's values.
 
-`python -m graders.written.template` rewrites assignment/written/template/answers.yaml.
+`python -m graders.written.template [ASSIGNMENT]` rewrites assignment/ASSIGNMENT/template/answers.yaml
+(ASSIGNMENT: written by default).
 """
 
-from graders.spec import ASSIGNMENTS_DIR
+import sys
+
+from graders.spec import ASSIGNMENTS_DIR, load_spec
 from graders.written.key import AnswerKey, Part, Question, load_key
 
 WRITTEN = ASSIGNMENTS_DIR / "written"
@@ -31,11 +34,18 @@ def _asks(part: Part) -> str:
     return f"an expression in {', '.join(part.symbols)}: {part.rubric}" if part.symbols else f"a number: {part.rubric}"
 
 
-def answers_template(key: AnswerKey) -> str:
+def answers_template(key: AnswerKey, code_file: str | None = None) -> str:
     blocks = [_HEADER.format(title=key.title)]
     for q in key.questions:
         lines = [f"# {q.id}. {q.title} ({_points(q)})"]
         lines += [f"#   {line}".rstrip() for line in q.prompt.strip().splitlines()]
+        functions = sorted({p.code.function for p in q.parts if p.code is not None})
+        if functions:  # answered in the .py file, not here (a question's parts are all code or none)
+            lines.append(
+                f"#   (answered by {', '.join(f'{f}()' for f in functions)} in {code_file}: nothing to write here)"
+            )
+            blocks.append("\n".join(lines) + "\n")
+            continue
         if q.manual:
             lines.append(f"{q.id}: |")
         elif len(q.parts) == 1:
@@ -47,12 +57,15 @@ def answers_template(key: AnswerKey) -> str:
     return "\n".join(blocks)
 
 
-def main() -> None:
-    target = WRITTEN / "template" / "answers.yaml"
+def main(argv: list[str]) -> None:
+    folder = ASSIGNMENTS_DIR / (argv[0] if argv else "written")
+    spec = load_spec(folder / "spec.toml")
+    assert spec.key is not None, f"{folder.name} has no answer key"
+    target = folder / "template" / "answers.yaml"
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(answers_template(load_key(WRITTEN / "key.yaml")))
+    target.write_text(answers_template(load_key(folder / spec.key), spec.code_file()))
     print(f"wrote {target}")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -301,7 +301,7 @@ class Ops:
             shown = repr(value)[:200]
         except Exception:  # the value's own repr is broken: the verdict still stands
             shown = f"<{type(value).__name__}>"
-        return {"true": _exactly_true(value), "value": shown}
+        return {"true": _exactly_true(value), "value": shown, **_as_answer(value)}
 
     # -- training ------------------------------------------------------------------------------
     def op_train(
@@ -370,6 +370,18 @@ def _load_state(model: torch.nn.Module, state: dict) -> None:
         raise RuntimeError(
             f"Error(s) in loading state_dict for {type(model).__name__}: " + " ".join(p for p in problems if p)
         )
+
+
+def _as_answer(value: Any) -> dict:
+    """A claim's value as a key answer is compared with it (a claim about a part): a plain number,
+    or a sympy expression's text, which the trusted side parses with its own safe parser."""
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        number = value.item() if isinstance(value, (np.integer, np.floating)) else value
+        return {"number": number if abs(number) < 2**63 else float(number)}
+    sympy = sys.modules.get("sympy")
+    if sympy is not None and isinstance(value, sympy.Basic):
+        return {"text": str(value)[:1000]}
+    return {}
 
 
 def _exactly_true(value: Any) -> bool:
