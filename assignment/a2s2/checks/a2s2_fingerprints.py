@@ -73,8 +73,9 @@ EXPLANATIONS = {
     "merge_not_flattened": "merge_heads returns (B, T, n_heads, d_head): flatten the last two axes into d_model.",
     # step 4
     "self_attention_no_out_proj": "Your SelfAttention matches the merged heads without out_proj applied.",
-    "self_attention_no_mask": "Your SelfAttention matches attention without the causal mask: pass causal_mask(T) "
-                              "to the attention so no position sees the future.",
+    "self_attention_no_mask": "Your SelfAttention matches attention without the causal mask: either forward does "
+                              "not pass causal_mask(T) to the attention, or the attention does not apply its mask "
+                              "(step 2); with it, no position sees the future.",
     "self_attention_values_not_projected": "Your SelfAttention matches values that are x itself instead of "
                                            "v_proj(x): queries, keys and values each have their own projection.",
     "self_attention_no_split": "Your SelfAttention matches one head over all of d_model: split q, k and v into "
