@@ -9,8 +9,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import GRADE, REPO, grade_all, items, lost, messages, write_zip
+
 from graders.checks.notebook import read_cells
 
 A2S2 = REPO / "assignment" / "a2s2"
@@ -36,7 +36,7 @@ FORWARD = """        q = split_heads(self.q_proj(x), self.n_heads)
 
 def edit(*pairs: str, text: str = REFERENCE) -> str:
     """The reference with each (old, new) pair replaced; each old text must occur once."""
-    for old, new in zip(pairs[::2], pairs[1::2]):
+    for old, new in zip(pairs[::2], pairs[1::2], strict=True):
         assert text.count(old) == 1, old
         text = text.replace(old, new)
     return text
@@ -97,6 +97,9 @@ VARIANTS: dict[str, tuple[str, dict[str, float], dict[str, str], dict[str, str]]
                           {"3": "merge_wrong_order"}),
     "split_not_divided": (edit(SPLIT, "return x.view(B, T, n_heads, d_model).transpose(1, 2)"), {"3": 4 * 3 / 5},
                           {"3": "is invalid for input of size 120"}, {"3": "split_not_divided"}),
+    "merge_sums_heads": (edit(MERGE, "return x.sum(1)"), {"3": 4 * 3 / 5},
+                         {"3": "merge_heads(x of shape (2, 3, 5, 4)) returned shape (2, 5, 4), expected (2, 5, 12)"},
+                         {"3": "merge_not_concatenated"}),
     # step 4
     "no_out_proj": (edit("return self.out_proj(merge_heads(out))", "return merge_heads(out)"), {"4": 4 * 4 / 6},
                     {"4": "with the grader's stand-in split_heads"}, {"4": "self_attention_no_out_proj"}),
@@ -148,7 +151,8 @@ def test_variant_loses_points_on_its_own_step(graded, name):
         assert text in messages(r, item), messages(r, item)
     for item in AUTO:
         # charged checks only: an excused one keeps what it saw (the whole SelfAttention unmasked)
-        found = {c["diagnosis"]["id"] for c in items(r)[item]["checks"] if c.get("diagnosis") and c["status"] == "failed"}
+        charged = [c for c in items(r)[item]["checks"] if c["status"] == "failed"]
+        found = {c["diagnosis"]["id"] for c in charged if c.get("diagnosis")}
         assert found == ({diagnoses[item]} if item in diagnoses else set()), (item, found, messages(r, item))
 
 
@@ -195,3 +199,60 @@ def test_the_gradescope_bundle_grades_the_reference(tmp_path):
     by_hand = [t for t in results["tests"] if "graded by hand" in t.get("tags", [])]
     assert len(by_hand) == 1 and "rubric" not in json.dumps(by_hand[0]).lower()
     assert Path(root / "grader-out" / "results.json").exists()
+
+
+@pytest.fixture
+def checks_importable(monkeypatch):
+    monkeypatch.syspath_prepend(str(A2S2 / "checks"))
+
+
+def _distinct(fps, expected, tol_factor: float = 10.0) -> None:
+    """No fingerprint matches the right output, and no two match each other, within 10x the
+    checks' tolerance, where both can be computed: a diagnosis is never the wrong one."""
+    import torch
+
+    from graders.checks.checking import tolerance
+
+    outs = {}
+    for f in fps:
+        try:
+            out = f.output().double()
+        except RuntimeError:  # a mistake that cannot run on this case matches nothing
+            continue
+        if torch.isfinite(out).all():  # nor does one that gives NaN (diagnose's rule)
+            outs.setdefault(f.id, []).append(out)
+    flat = [(name, o) for name, os in outs.items() for o in os]
+    for name, out in flat:
+        if out.shape == expected.shape:
+            assert float((out - expected).abs().max()) > tol_factor * tolerance(expected), name
+    for i, (a, oa) in enumerate(flat):
+        for b, ob in flat[i + 1:]:
+            if a != b and oa.shape == ob.shape:
+                assert float((oa - ob).abs().max()) > tol_factor * tolerance(oa), (a, b)
+
+
+def test_fingerprints_never_match_the_reference_nor_each_other(checks_importable):
+    import a2s2_fingerprints as fp
+    import torch
+    from a2s2_attend import EXPLICIT
+    from a2s2_checklib import generator, randn, reference
+
+    ref = reference()
+    for case in EXPLICIT:
+        q, k, v = case.tensors(1)
+        _distinct(fp.attention(q, k, v), ref.scaled_dot_product_attention(q, k, v))
+        mask = torch.rand(case.tq, case.tk, generator=generator(case.seed)) < 0.5
+        mask[:, 0] = True
+        _distinct(fp.masked(q, k, v, mask), ref.scaled_dot_product_attention(q, k, v, mask))
+    for T in (2, 5, 7):
+        _distinct(fp.causal_masks(T), ref.causal_mask(T).double())
+    for B, T, D, H in ((2, 5, 12, 3), (2, 6, 16, 4), (3, 4, 8, 2)):
+        x = randn(generator(B, T, D, H), B, T, D)
+        _distinct(fp.split(x, H), ref.split_heads(x, H))
+        heads = randn(generator(H, B), B, H, T, D // H)
+        _distinct(fp.merge(heads), ref.merge_heads(heads))
+    for d_model, n_heads in ((12, 3), (16, 4)):
+        attn = ref.SelfAttention(d_model, n_heads).double()
+        x = randn(generator(d_model), 2, 5, d_model)
+        with torch.no_grad():
+            _distinct(fp.self_attention(attn, x, ref), attn(x))

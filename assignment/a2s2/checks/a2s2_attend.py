@@ -60,8 +60,15 @@ def _other_ranks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         yield tuple(t.reshape(-1, *t.shape[-2:])[0] for t in (q, k, v))
 
 
-def fixed_axes(nb: A2S2, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Diagnosis | None:
-    """For an attention that raised: it is right with another number of leading axes."""
+# What a matmul or transpose says when its axes do not fit (not an unpacking of q.shape, say).
+_AXES_ERRORS = ("size of tensor", "Dimension out of range", "cannot be multiplied", "must match")
+
+
+def fixed_axes(nb: A2S2, e: StudentError, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> Diagnosis | None:
+    """For an attention that raised on axes that do not fit: it is right with another number of
+    leading axes."""
+    if not any(text in str(e.info.get("message", "")) for text in _AXES_ERRORS):
+        return None
     for args in _other_ranks(q, k, v):
         expected = nb.ref.scaled_dot_product_attention(*args)
         try:
@@ -80,5 +87,5 @@ def attend(nb: A2S2, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *mask: t
     try:
         return nb.tensor(FN, q, k, v, *mask, shape=shape, what=said, shapes=fp.attention_shapes(q, k, v))
     except StudentError as e:
-        fail(str(e), diagnosis=None if mask else fixed_axes(nb, q, k, v))
+        fail(str(e), diagnosis=None if mask else fixed_axes(nb, e, q, k, v))
         raise

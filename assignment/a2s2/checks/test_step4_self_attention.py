@@ -25,6 +25,9 @@ class Case:
     length: int
     seed: int
 
+    def __repr__(self) -> str:
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, x of shape ({self.batch}, {self.length}, {self.d_model})"
+
 
 @st.composite
 def cases(draw) -> Case:
