@@ -113,6 +113,9 @@ class Worker:
     def __init__(self, scratch: Path, limits: Limits, modules: list[str]):
         self.scratch, self.limits = scratch, limits
         self.modules = list(modules)
+        # Requests re-sent at every (re)start after the imports: a notebook's cells that ran, so
+        # that checks calling what they defined find it again in a fresh worker.
+        self.replay: list[tuple[str, str, dict]] = []
         self.import_errors: dict[str, dict] = {}
         self.import_notes: dict[str, dict] = {}  # module -> how its import was retried (postponed annotations)
         self.left_running: dict[str, int] = {}  # request -> how many processes it left running (killed)
@@ -244,9 +247,22 @@ class Worker:
                 self.modules.remove(module)
                 self._ensure()  # without the module that broke the worker
                 return
+        self._replay()
         if first:
             self.import_s = round(time.monotonic() - imports_began, 3)
         self._stale = False  # a restart would only import the same modules again
+
+    def _replay(self) -> None:
+        """Re-send `replay`; a request that fails now as it did not before is skipped (it bound
+        nothing then either), one that breaks the worker ends the replays."""
+        for op, where, fields in list(self.replay):
+            try:
+                self._exchange({"op": op, **fields}, self.limits.call_timeout_s, f"{where}, run again")
+            except StudentError:
+                continue
+            except WorkerError as e:
+                self.replay = []
+                raise WorkerError(f"{e} (replaying the notebook after a restart)") from None
 
     def launch(self) -> None:
         """Spawn the process and return at once: it imports torch while the caller does other work."""

@@ -138,6 +138,60 @@ class Ops:
         exec(compile(padded, path, "exec"), ns)  # noqa: S102  student code, in the worker only
         return {"values": {name: _answer_to_wire(ns[name]) for name in capture if name in ns}}
 
+    def _namespace(self, filename: str) -> dict:
+        """The notebook's cells' namespace; a worker that never ran them has none."""
+        if filename not in self.notebooks:
+            raise NoSuchHandle(filename)
+        return self.notebooks[filename]
+
+    def _defined(self, filename: str, name: str) -> Any:
+        """What the notebook's cells bound to `name`."""
+        ns = self._namespace(filename)
+        if name not in ns:
+            raise NameError(f"{name} is not defined: no cell of {filename} that ran defines it")
+        return ns[name]
+
+    def op_nb_call(self, filename: str, function: str, args: list, seed: int = 0) -> dict:
+        """Call a function the notebook defined."""
+        fn = self._defined(filename, function)
+        torch.manual_seed(seed)
+        return {"out": to_wire(fn(*[from_wire(a) for a in args]))}
+
+    def op_nb_build(
+        self, handle: str, filename: str, cls: str, args: list, state: dict | None = None, seed: int = 0
+    ) -> dict:
+        """Build a module from a class the notebook defined; `op_call` then calls its methods."""
+        torch.manual_seed(seed)
+        model = self._defined(filename, cls)(*args)
+        if state is not None:
+            _load_state(model, from_wire(state))
+        model.train(False)
+        self.handles[handle] = model
+        return {"params": {n: list(p.shape) for n, p in model.named_parameters()}}
+
+    def op_nb_call_pieces(self, handle: str, filename: str, method: str, args: list) -> dict:
+        """Call a method of a notebook's module with the grader's stand-in pieces (standins.NOTEBOOK_PIECES)
+        in the notebook's namespace for the call's duration: its own code runs, its pieces do not."""
+        ns = self._namespace(filename)
+        missing = object()
+        saved = {name: ns.get(name, missing) for name in standins.NOTEBOOK_PIECES}
+        ns.update(standins.NOTEBOOK_PIECES)
+        try:
+            return self.op_call(handle, method, args)
+        finally:
+            for name, value in saved.items():
+                if value is missing:
+                    ns.pop(name, None)
+                else:
+                    ns[name] = value
+
+    def op_nb_train(
+        self, filename: str, model_args: list, data: np.ndarray, steps: int, lr: float, seed: int = 0
+    ) -> dict:
+        """The notebook's train() on its MiniTransformer, with the grader's stand-in attention."""
+        model_cls, train = self._defined(filename, "MiniTransformer"), self._defined(filename, "train")
+        return training.notebook_run(model_cls, train, model_args, from_wire(data), steps, lr, seed, to_wire)
+
     # -- modules -------------------------------------------------------------------------------
     def op_import(self, module: str) -> dict:
         """Import a module of the submission. One whose import fails inside evaluating an annotation
