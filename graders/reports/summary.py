@@ -129,8 +129,9 @@ def _bins(top: float, count: int) -> list[float]:
     return [top * i / count for i in range(count + 1)]
 
 
-def render_summary(graded: dict[str, Results], failed: dict[str, str], title: str) -> str:
-    """`graded`: each student's results; `failed`: students whose grade did not finish, and why."""
+def render_summary(graded: dict[str, Results], failed: dict[str, str], title: str, engine: str = "") -> str:
+    """`graded`: each student's results; `failed`: students whose grade did not finish, and why;
+    `engine`: what graded the class, where it was not this machine's processes (e.g. a Dask cluster)."""
     totals = {s: r.score for s, r in graded.items()}
     max_score = max((r.max_score for r in graded.values()), default=0.0)
     times = {s: t for s, r in graded.items() if (t := r.timings.get("total_s")) is not None}
@@ -161,6 +162,7 @@ def render_summary(graded: dict[str, Results], failed: dict[str, str], title: st
     )
     return env.get_template("summary.html.j2").render(
         title=title,
+        engine=engine,
         count=len(graded) + len(failed),
         graded=len(graded),
         max_score=max_score,
@@ -180,6 +182,6 @@ def render_summary(graded: dict[str, Results], failed: dict[str, str], title: st
     )
 
 
-def write_summary(graded: dict[str, Results], failed: dict[str, str], path: Path, title: str) -> Path:
-    path.write_text(render_summary(graded, failed, title), encoding="utf-8")
+def write_summary(graded: dict[str, Results], failed: dict[str, str], path: Path, title: str, engine: str = "") -> Path:
+    path.write_text(render_summary(graded, failed, title, engine), encoding="utf-8")
     return path
