@@ -130,8 +130,7 @@ def _bins(top: float, count: int) -> list[float]:
 
 
 def render_summary(graded: dict[str, Results], failed: dict[str, str], title: str, engine: str = "") -> str:
-    """`graded`: each student's results; `failed`: students whose grade did not finish, and why;
-    `engine`: what graded the class, where it was not this machine's processes (e.g. a Dask cluster)."""
+    """`graded`: each student's results; `failed`: those whose grade did not finish, and why; `engine`: a Dask one."""
     totals = {s: r.score for s, r in graded.items()}
     max_score = max((r.max_score for r in graded.values()), default=0.0)
     times = {s: t for s, r in graded.items() if (t := r.timings.get("total_s")) is not None}
