@@ -76,7 +76,13 @@ def slurm_cluster(cluster_opts: tuple[str, ...] | list[str]) -> Any:
     """A dask_jobqueue.SLURMCluster (its scheduler runs here; no job is submitted before scale())."""
     from dask_jobqueue import SLURMCluster
 
-    return SLURMCluster(**slurm_kwargs(cluster_opts), scheduler_options={"dashboard_address": ":0"})
+    kwargs = slurm_kwargs(cluster_opts)
+    # Workers that may have children: a grade is forked from a warm process (deploy/dask_task.py).
+    kwargs["job_script_prologue"] = [
+        "export DASK_DISTRIBUTED__WORKER__DAEMON=False",
+        *kwargs.get("job_script_prologue", []),
+    ]
+    return SLURMCluster(**kwargs, scheduler_options={"dashboard_address": ":0"})
 
 
 def submission_bytes(source: Path) -> tuple[bytes, bool]:
@@ -112,7 +118,9 @@ class DaskEngine:
 
         # The scheduler of a LocalCluster or a SLURMCluster runs in this process and reads it when
         # it starts (a running one is told in _allow_failures).
-        with dask.config.set({"distributed.scheduler.allowed-failures": options.retries}):
+        # Workers that may have children: a grade is forked from a warm process (deploy/dask_task.py).
+        settings = {"distributed.scheduler.allowed-failures": options.retries, "distributed.worker.daemon": False}
+        with dask.config.set(settings):
             if options.scheduler:
                 cluster, kind = None, f"scheduler {options.scheduler}"
                 client = Client(options.scheduler, timeout=30)
