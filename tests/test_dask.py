@@ -162,15 +162,13 @@ def test_a_running_cluster_grades_like_single_mode_though_a_worker_is_killed(run
     folder = tmp_path / "class"
     folder.mkdir()
     write_zip(folder / "slow.zip", SLOW)
-    for name in ("reference", "syntax_error"):
-        shutil.copy(scenario_zips[name], folder / f"{name}.zip")
+    shutil.copy(scenario_zips["syntax_error"], folder / "syntax_error.zip")
     p, killed = _batch_killing(running_cluster, folder, tmp_path / "out")
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     assert killed, "the slow submission's grade was never seen on a worker"
     assert f"dask: scheduler {running_cluster['address']}" in p.stdout
     out = tmp_path / "out"
-    for student in ("reference", "syntax_error"):
-        assert _same(_stored(out, student)) == _same(graded[student]), student
+    assert _same(_stored(out, "syntax_error")) == _same(graded["syntax_error"])
     assert _same(_stored(out, "slow")) == _same(graded["reference"])  # re-run on another worker, fully graded
     time.sleep(1)
     assert not _grade_processes("slow.zip")  # the killed worker's grade died with it (its folder is left)
@@ -190,6 +188,27 @@ def test_a_submission_whose_worker_dies_more_than_retries_allow_gets_its_own_rep
     assert "could not run grade" in (tmp_path / "out" / "slow" / "report.html").read_text()
     assert _same(_stored(tmp_path / "out", "syntax_error")) == _same(graded["syntax_error"])  # not a bystander
     assert "failed: slow: could not run grade: its Dask worker died every time" in p.stderr
+
+
+def _payload_in_daemon(zip_path: str, target: str) -> None:
+    """In a daemonic process, as a Dask worker is by default: a task's grade, its results.json kept."""
+    from graders.deploy.dask_task import grade_payload
+
+    payload = grade_payload(Path(zip_path).name, Path(zip_path).read_bytes(), False, TEST_LIMITS, 120)
+    Path(target).write_bytes(payload["files"]["results.json"])
+
+
+def test_a_daemonic_worker_grades_in_a_fresh_grade_process(scenario_zips, graded, tmp_path):
+    import multiprocessing
+
+    # A daemonic process may not have children of multiprocessing's: no fork server, a fresh `grade`.
+    target = tmp_path / "results.json"
+    daemon = multiprocessing.get_context("spawn").Process(
+        target=_payload_in_daemon, args=(str(scenario_zips["syntax_error"]), str(target)), daemon=True)
+    daemon.start()
+    daemon.join(180)
+    assert daemon.exitcode == 0 and target.exists()
+    assert _same(json.loads(target.read_text())) == _same(graded["syntax_error"])
 
 
 SLURM_OPTS = ["queue=gpu-short", "account=cs224n", "cores=8", "memory=32GB", "walltime=02:00:00",
