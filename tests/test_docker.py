@@ -17,8 +17,8 @@ import pytest
 from conftest import GRADE, REPO, reference_files, write_zip
 from graders.deploy import bundle
 from graders.tools import demo
-from graders.deploy.docker_backend import (CAPABILITIES, RESULTS, SUBMISSION, ContainerLimits, _accept,
-                                    container_kwargs)
+from graders.deploy.accept import accept_results as _accept
+from graders.deploy.docker_backend import CAPABILITIES, RESULTS, SUBMISSION, ContainerLimits, container_kwargs
 from graders.spec import load_spec, spec_path
 
 SPEC = load_spec(spec_path("a3"))

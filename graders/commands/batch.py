@@ -8,6 +8,7 @@ from pathlib import Path
 from graders.commands.overrides import with_limits
 from graders.deploy import docker_backend
 from graders.deploy.batch import Batch, GradeOne, grade_one, run_batch
+from graders.deploy.dask_engine import DaskOptions, slurm_kwargs
 from graders.deploy.docker_backend import DockerUnavailable
 from graders.similarity.run import comparable
 from graders.spec import Spec, SpecError, load_spec, spec_path
@@ -25,9 +26,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument(
         "--backend",
-        choices=("local", "docker"),
+        "--engine",
+        choices=("local", "docker", "dask"),
         default="local",
-        help="local: a grade process each, sandboxed here; docker: a container each (--image)",
+        help="local: a grade process each, sandboxed here; docker: a container each (--image); dask: a "
+        "Dask task each, on --jobs worker processes here, a running cluster (--scheduler) or Slurm (--cluster)",
     )
     parser.add_argument("--image", help="the grading image (docker/README.md), with --backend docker")
     parser.add_argument("--cpus", type=float, default=1.0, help="CPUs per container (docker)")
@@ -36,6 +39,20 @@ def _parser() -> argparse.ArgumentParser:
         "--similarity",
         action="store_true",
         help="also compare the class's code: OUT/similarity.html and .csv, linked from summary.html",
+    )
+    dask = parser.add_argument_group("--engine dask (README: Grading on a Dask cluster)")
+    dask.add_argument("--scheduler", metavar="tcp://HOST:8786", help="a running Dask scheduler to send the tasks to")
+    dask.add_argument("--cluster", choices=("slurm",), help="start Dask workers as Slurm jobs (dask_jobqueue)")
+    dask.add_argument(
+        "--cluster-opt",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of --cluster slurm: queue, account, cores, processes, memory, walltime, python, "
+        "job_script_prologue, job_extra_directives, local_directory, interface",
+    )
+    dask.add_argument(
+        "--retries", type=int, default=2, help="re-runs of a submission whose Dask worker died while grading it"
     )
     return parser
 
@@ -49,6 +66,22 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError("--image goes with --backend docker, and --backend docker needs --image")
     if args.cpus <= 0 or (args.memory_mb is not None and args.memory_mb < 512):
         raise ValueError("--cpus must be positive and --memory-mb at least 512")
+    if args.backend != "dask" and (args.scheduler or args.cluster or args.cluster_opt):
+        raise ValueError("--scheduler, --cluster and --cluster-opt go with --engine dask")
+    if args.scheduler and args.cluster:
+        raise ValueError("--scheduler or --cluster, not both")
+    if args.cluster_opt and not args.cluster:
+        raise ValueError("--cluster-opt goes with --cluster slurm")
+    if args.cluster:
+        slurm_kwargs(args.cluster_opt)  # ValueError for a bad option: before any job is submitted
+    if args.retries < 0:
+        raise ValueError("--retries must be at least 0")
+
+
+def _dask(args: argparse.Namespace) -> DaskOptions | None:
+    if args.backend != "dask":
+        return None
+    return DaskOptions(args.scheduler, args.cluster, tuple(args.cluster_opt), args.retries)
 
 
 def _grader(args: argparse.Namespace, spec: Spec) -> GradeOne:
@@ -89,5 +122,6 @@ def main(argv: list[str]) -> int:
             cpus=args.cpus,
             grade_one=grader,
             similarity=args.similarity,
+            dask=_dask(args),
         )
     )

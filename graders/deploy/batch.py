@@ -1,17 +1,19 @@
 """`grade batch`: every submission of a folder graded in its own `grade` process (forked from a
-warm one where that is safe, deploy/forked_grades.py) or its own container (docker_backend.py),
-`--jobs` at a time; then OUT/grades.csv, OUT/sources.json (where each submission came from), with
---similarity the class's similar code (graders/similarity/), and the class summary."""
+warm one where that is safe, deploy/forked_grades.py), its own container (docker_backend.py), or a
+Dask task on a cluster's worker (dask_engine.py), `--jobs` at a time; then OUT/grades.csv,
+OUT/sources.json (where each submission came from), with --similarity the class's similar code
+(graders/similarity/), and the class summary."""
 
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
 from graders.deploy import forked_grades
+from graders.deploy.dask_engine import DaskEngine, DaskOptions
 from graders.deploy.gradebook import write_gradebook
 from graders.deploy.sources import write_sources
 from graders.execution.sandbox import kill_tree
@@ -39,10 +41,11 @@ class Batch:
     jobs: int
     force: bool
     limits: list[str]  # --limit NAME=VALUE, passed on to each grade
-    backend: str  # "local" or "docker"
+    backend: str  # "local", "docker" or "dask"
     cpus: float  # per container (docker)
     grade_one: GradeOne
     similarity: bool = False  # also compare the class's code (OUT/similarity.html), before the summary
+    dask: DaskOptions | None = None  # where the Dask tasks go (backend "dask")
 
 
 def find_submissions(folder: Path) -> dict[str, Path]:
@@ -111,7 +114,7 @@ def already_graded(path: Path) -> bool:
 def run_batch(batch: Batch) -> int:
     students = find_submissions(batch.input)
     todo = {s: src for s, src in students.items() if batch.force or not already_graded(batch.out / s / "results.json")}
-    failed = _grade_all(batch, students, todo)
+    failed, engine = _grade_all(batch, students, todo)
     graded = _read_results(batch.out, students, failed)
     write_gradebook(batch.out / "grades.csv", batch.spec, students, graded)
     write_sources(batch.out, batch.assignment, students)
@@ -125,6 +128,7 @@ def run_batch(batch: Batch) -> int:
         unfinished,
         batch.out / "summary.html",
         batch.spec.title,
+        engine=engine,
     )
     print(
         f"{len(students)} submissions ({len(students) - len(todo)} already graded), {len(failed)} failed; "
@@ -152,39 +156,57 @@ def _grade_args(batch: Batch) -> list[str]:
     # Submissions in parallel already keep the cores busy: a second worker each would only add its
     # start-up (an import of torch) to every grade. A container sees every core of the host, not
     # its --cpus, so it is told.
-    one_worker = batch.jobs > 1 or (batch.backend == "docker" and batch.cpus < 3)
+    # A Dask cluster of its own (a running one, Slurm nodes) has a worker per core: busy too.
+    one_worker = (
+        batch.jobs > 1
+        or (batch.backend == "docker" and batch.cpus < 3)
+        or (batch.dask is not None and (batch.dask.scheduler or batch.dask.cluster))
+    )
     extra = (["--limit=workers=1"] if one_worker else []) + [f"--limit={x}" for x in batch.limits]
-    if batch.backend == "local":
+    if batch.backend in ("local", "dask"):
         extra = ["--assignment", batch.assignment, *extra]
     return extra
 
 
-def _grade_all(batch: Batch, students: dict[str, Path], todo: dict[str, Path]) -> dict[str, str]:
-    """Grade `todo`, `jobs` at a time, with a progress bar; why each that did not grade cleanly failed.
+def _grade_all(batch: Batch, students: dict[str, Path], todo: dict[str, Path]) -> tuple[dict[str, str], str]:
+    """Grade `todo`, `jobs` at a time, with a progress bar; why each that did not grade cleanly
+    failed, and which engine graded (for the summary; "" for this machine's processes or containers).
     A submission left without a report gets one: score 0 and why."""
     from tqdm import tqdm
 
     extra = _grade_args(batch)
     timeout = batch.spec.limits.total_timeout_s + batch.spec.limits.import_timeout_s + 120
     failed: dict[str, str] = {}
-    with (
-        ThreadPoolExecutor(max_workers=batch.jobs) as pool,
-        tqdm(total=len(students), initial=len(students) - len(todo), desc="grading", unit="sub") as bar,
-    ):
+    engine = DaskEngine.start(batch.jobs, batch.dask) if batch.dask is not None and todo else None
+    try:
+        with tqdm(total=len(students), initial=len(students) - len(todo), desc="grading", unit="sub") as bar:
+            if engine is not None:
+                outcomes = engine.grade(todo, batch.out, extra, timeout, bar)
+            else:
+                outcomes = _in_threads(batch, todo, extra, timeout)
+            for student, outcome in outcomes:
+                if outcome not in ("graded", "grader error"):  # no report at all: still one, with score 0 and why
+                    results = fallback_results(students[student], batch.spec, outcome)
+                    write_results(results, batch.out / student)
+                    write_report(results, batch.out / student)
+                if outcome != "graded":
+                    failed[student] = outcome
+                bar.update()
+    finally:
+        if engine is not None:
+            engine.close()
+    return failed, engine.describe() if engine is not None else ""
+
+
+def _in_threads(batch: Batch, todo: dict[str, Path], extra: list[str], timeout: float) -> Iterator[tuple[str, str]]:
+    """(student, outcome) of batch.grade_one on each of `todo`, `jobs` at a time, as each finishes."""
+    with ThreadPoolExecutor(max_workers=batch.jobs) as pool:
         futures = {
             pool.submit(batch.grade_one, src, batch.out / s, grade_args=extra, timeout=timeout): s
             for s, src in todo.items()
         }
         for future in as_completed(futures):
-            student, outcome = futures[future], future.result()
-            if outcome not in ("graded", "grader error"):  # no report at all: still one, with score 0 and why
-                results = fallback_results(students[student], batch.spec, outcome)
-                write_results(results, batch.out / student)
-                write_report(results, batch.out / student)
-            if outcome != "graded":
-                failed[student] = outcome
-            bar.update()
-    return failed
+            yield futures[future], future.result()
 
 
 def _read_results(out: Path, students: dict[str, Path], failed: dict[str, str]) -> dict[str, Results]:

@@ -6,7 +6,8 @@ capability dropped but the five the grader's uid drop needs, and the container r
 
 Inside, the grader is root and runs student code as the sandbox uid, as on Gradescope. What comes
 back is data only: results.json, read with a size cap and validated by `Results`, and the training
-plot if it is a PNG; report.html is rendered here from the validated results, never taken as sent.
+plot if it is a PNG; report.html is rendered here from the validated results, never taken as sent
+(deploy/accept.py, shared with the Dask engine).
 """
 
 import shutil
@@ -15,9 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graders.intake.png import read_png
-from graders.reports.html import write_report
-from graders.scoring.results import Results
+from graders.deploy.accept import accept_results
 from graders.spec import Limits
 
 SOURCE = "/autograder/source"
@@ -28,7 +27,6 @@ PYTHON = "/opt/grader-venv/bin/python"
 # dac_override: read the submission and write results owned by the user on the host.
 CAPABILITIES = ("CHOWN", "DAC_OVERRIDE", "KILL", "SETGID", "SETUID")
 LABEL = "transformer-grader"
-MAX_RESULTS_BYTES = 32 << 20
 MAX_LOG_BYTES = 200_000
 
 
@@ -116,25 +114,6 @@ def connect() -> Any:
     return client
 
 
-def _accept(staging: Path, out: Path) -> Results:
-    """What the container wrote, taken as data: results.json validated, the plot only as a PNG,
-    report.html rendered here."""
-    path = staging / "results.json"
-    if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_RESULTS_BYTES:
-        raise ValueError("no results.json (or not a plain file under 32 MiB)")
-    results = Results.model_validate_json(path.read_bytes())
-    out.mkdir(parents=True, exist_ok=True)
-    if results.training is not None and results.training.plot is not None:
-        name = Path(results.training.plot).name
-        data = read_png(staging / name) if name and not (staging / name).is_symlink() else None
-        results.training.plot = name if data is not None else None
-        if data is not None:
-            (out / name).write_bytes(data)
-    (out / "results.json").write_text(results.model_dump_json(indent=2) + "\n")
-    write_report(results, out)
-    return results
-
-
 def grade_in_container(
     client: Any,
     image: str,
@@ -163,7 +142,7 @@ def grade_in_container(
             logs = container.logs(stdout=True, stderr=True)
             (out / "grade.log").write_bytes(logs[-MAX_LOG_BYTES:])
         try:
-            results = _accept(staging, out)
+            results = accept_results(staging, out)
         except (OSError, ValueError) as e:
             return f"the container (exit {code}) left no usable results.json: {str(e)[:300]}"
         return "graded" if code == 0 and results.grader_error is None else "grader error"

@@ -7,8 +7,10 @@ nothing one grade leaves in memory reaches the next; it only skips ~2 s of impor
 grade spawns its own sandboxed worker, exactly as a `grade` command does.
 """
 
+import ctypes
 import multiprocessing
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -40,9 +42,15 @@ def _context() -> multiprocessing.context.ForkServerContext:
     return ctx
 
 
+_PR_SET_PDEATHSIG = 1
+
+
 def _child(argv: list[str], log: str) -> None:
     """In the forked process: `grade ARGV` with stdout and stderr into `log`, then out at once
     without finalising the interpreter (as the `grade` command does)."""
+    # The fork server exits when the process that started it dies (a batch, a Dask worker killed
+    # mid-grade): the grade goes with it, and bwrap's --die-with-parent ends its sandbox.
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)

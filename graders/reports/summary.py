@@ -168,10 +168,14 @@ def read_similarity(folder: Path) -> dict | None:
 
 
 def render_summary(
-    graded: dict[str, Results], failed: dict[str, str], title: str, similarity: dict | None = None
+    graded: dict[str, Results],
+    failed: dict[str, str],
+    title: str,
+    similarity: dict | None = None,
+    engine: str = "",
 ) -> str:
     """`graded`: each student's results; `failed`: students whose grade did not finish, and why;
-    `similarity`: read_similarity's, when the class was compared."""
+    `similarity`: read_similarity's, when the class was compared; `engine`: a Dask one, described."""
     totals = {s: r.score for s, r in graded.items()}
     max_score = max((r.max_score for r in graded.values()), default=0.0)
     times = {s: t for s, r in graded.items() if (t := r.timings.get("total_s")) is not None}
@@ -183,6 +187,7 @@ def render_summary(
     score_plot, time_plot = _plots(totals, max_score, times)
     return env.get_template("summary.html.j2").render(
         title=title,
+        engine=engine,
         count=len(graded) + len(failed),
         graded=len(graded),
         max_score=max_score,
@@ -203,6 +208,6 @@ def render_summary(
     )
 
 
-def write_summary(graded: dict[str, Results], failed: dict[str, str], path: Path, title: str) -> Path:
-    path.write_text(render_summary(graded, failed, title, read_similarity(path.parent)), encoding="utf-8")
+def write_summary(graded: dict[str, Results], failed: dict[str, str], path: Path, title: str, engine: str = "") -> Path:
+    path.write_text(render_summary(graded, failed, title, read_similarity(path.parent), engine), encoding="utf-8")
     return path
