@@ -15,8 +15,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Two processes, a file's tests (or a group of files, tests/conftest.py's GROUPS) in one: much of a
+# grade is waiting (timeouts, worker start-ups), which the other process fills.
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2
 
 # ruff (lint and format) and mypy on graders/, configured in pyproject.toml.
 lint: $(STAMP)

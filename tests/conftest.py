@@ -24,6 +24,25 @@ TEST_LIMITS = ["--limit", "call_timeout_s=2", "--limit", "import_timeout_s=30", 
 SPARE = ["--limit", "workers=2"]
 
 
+# `make test` runs the files in 2 processes (pytest-xdist). A file's tests stay in one process, so
+# its module fixtures are built once; files that share a session fixture, or that must not overlap
+# (the attacks hash the repo's folders, which the bundle test adds a key to), go to the same process.
+# (xdist's own --dist loadgroup marks cannot do this under pytest 9, whose node ids it cannot edit.)
+GROUPS = {"test_grade.py": "scenarios", "test_html_report.py": "scenarios", "test_dask.py": "scenarios",
+          "test_attacks.py": "repo", "test_gradescope_bundle.py": "repo"}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return GROUPS.get(Path(file).name, file)
+
+    return FileGroups(config, log)
+
+
 def reference_files() -> dict[str, str]:
     return {name: (REFERENCE / name).read_text() for name in FILES}
 
@@ -95,6 +114,21 @@ def descends_from(pid: int, ancestors: set[int], parents: dict[int, int]) -> boo
         seen.add(pid)
         pid = parents[pid]
     return False
+
+
+def grade_seconds(results: dict) -> float:
+    """A grade's time without the trusted side's imports, which only the first grade of each
+    `grade` process pays: time bounds compare grades, not where they fell in a process."""
+    t = results["timings"]
+    return t["total_s"] - t.get("trusted_imports_s", 0.0)
+
+
+def within_cost_bound(results: dict, normal: dict, extra_s: float = 0.0) -> bool:
+    """`results`' grade took at most 3x the `normal` one's, plus `extra_s` (timeouts it had to wait
+    out) and 5 s. bench/hostile_cost.py measures the issue's 2x target on a quiet machine; here the
+    grades run beside another test process, and this bound still fails at the costs it guards
+    against (a hang in attention paid for at every check: 91 s; a process left at import: 237 s)."""
+    return grade_seconds(results) <= 3 * grade_seconds(normal) + extra_s + 5
 
 
 def items(results: dict) -> dict[str, dict]:
