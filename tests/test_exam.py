@@ -10,6 +10,7 @@ import zipfile
 import pytest
 
 from conftest import GRADE, REPO, grade_all, items, messages, write_zip
+from graders.reports.console import table
 from graders.reports.gradescope import to_gradescope
 from graders.scoring.results import Results
 from graders.spec import load_spec
@@ -133,6 +134,13 @@ def test_correct_code_gets_full_marks_and_the_manual_parts_are_listed(graded, na
         assert manual["rubric"], item  # for the graders
     assert not any(items(r)[i]["rubric"] for i in AUTO)  # an auto part's rubric states its answer
     assert "bwrap" in r["sandbox"] or "rlimits" in r["sandbox"]
+
+
+def test_the_printed_total_says_which_points_staff_still_grade_by_hand(graded):
+    # "33 / 60" alone reads as a failing grade: the table says the other 27 are not in it yet.
+    total = table(Results.model_validate(graded["reference"])).splitlines()
+    row = next(line for line in total if line.startswith("total"))
+    assert row.split()[1:3] == ["33", "60"] and row.endswith("27 of the 60 points are graded by hand, not in this total")
 
 
 @pytest.mark.parametrize("name", BUGS)

@@ -6,6 +6,19 @@ from graders.scoring.results import Results
 REASON_WIDTH = 111
 
 
+def _total_note(results: Results) -> str:
+    """What the total does not count yet: the points staff grade by hand (a TA reading "33/60"
+    must not take it for the final grade), and the bonus."""
+    by_hand = sum(i.max_score for i in results.items if i.status == "manual" and not i.bonus)
+    notes = (
+        [f"{by_hand:g} of the {results.max_score:g} points are graded by hand, not in this total"] if by_hand else []
+    )
+    if results.bonus_max:
+        manual = any(i.status == "manual" and i.bonus for i in results.items)
+        notes.append(f"bonus {results.bonus_score:g}/{results.bonus_max:g}" + (" (graded by hand)" if manual else ""))
+    return "; ".join(notes)
+
+
 def table(results: Results) -> str:
     rows = [("item", "points", "max", "")]
     for item in results.items:
@@ -21,9 +34,7 @@ def table(results: Results) -> str:
                 (reason[: REASON_WIDTH - 1] + "…") if len(reason) > REASON_WIDTH else reason,
             )
         )
-    manual = any(i.status == "manual" and i.bonus for i in results.items)
-    bonus = f"bonus {results.bonus_score:g}/{results.bonus_max:g}" + (" (graded by hand)" if manual else "")
-    rows.append(("total", f"{results.score:g}", f"{results.max_score:g}", bonus if results.bonus_max else ""))
+    rows.append(("total", f"{results.score:g}", f"{results.max_score:g}", _total_note(results)))
     width = [max(len(r[i]) for r in rows) for i in range(3)]
     lines = [f"{r[0]:<{width[0]}}  {r[1]:>{width[1]}}  {r[2]:>{width[2]}}  {r[3]}" for r in rows]
     lines.insert(1, "-" * len(lines[0]))
