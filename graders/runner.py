@@ -4,6 +4,8 @@ under pytest, scores, a Results object.
 Light to import on purpose: the worker is spawned first and imports torch while this process
 loads pytest, Hypothesis, torch and the reference (two cores: the two overlap)."""
 
+import functools
+import gc
 import shutil
 import tempfile
 import time
@@ -98,6 +100,7 @@ def _grade_with_checks(g: _Grade, intake: Intake) -> Results:
     with g.timings.timed("reference_s"):
         ref = load_reference(g.spec.reference_dir, g.spec.reference_modules) if g.spec.reference_dir else None
     _preload_report()  # costs nothing while the worker still imports torch, 0.6 s at report time otherwise
+    _freeze_imports()
     broken = _wait_for_worker(g, worker, intake)
     g.ctx = GradeContext(
         spec=g.spec,
@@ -277,6 +280,15 @@ def _keep_plot(training: Training | None, out_dir: Path | None, warnings: list[s
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / source.name).write_bytes(data)
     training.plot = source.name
+
+
+@functools.cache
+def _freeze_imports() -> None:
+    """Hide what the imports built (torch, pytest, Hypothesis, matplotlib: it lives as long as the
+    process) from the cyclic collector, once per process: the full collections a grade triggers,
+    pytest's own at the end of each check session among them, then walk only the grade's objects
+    (0.3 CPU-s less per grade; bench/grade_cpu.py)."""
+    gc.freeze()
 
 
 def _preload_report() -> None:
