@@ -10,8 +10,10 @@ import zipfile
 import pytest
 
 from conftest import GRADE, REPO, grade_all, items, messages, write_zip
+from test_html_report import by_id, parse
 from graders.reports.console import table
 from graders.reports.gradescope import to_gradescope
+from graders.reports.html import render
 from graders.scoring.results import Results
 from graders.spec import load_spec
 from graders.written.key import load_key
@@ -141,6 +143,18 @@ def test_the_printed_total_says_which_points_staff_still_grade_by_hand(graded):
     total = table(Results.model_validate(graded["reference"])).splitlines()
     row = next(line for line in total if line.startswith("total"))
     assert row.split()[1:3] == ["33", "60"] and row.endswith("27 of the 60 points are graded by hand, not in this total")
+
+
+def test_the_html_report_says_which_points_staff_still_grade_by_hand(graded):
+    results = Results.model_validate(graded["reference"])
+    root = parse(render(results))
+    assert by_id(root, "total").text() == "33 / 60"
+    assert by_id(root, "by-hand").text() == \
+        "27 of the 60 points are graded by hand by the course staff and are not in this total yet."
+    # Hand-graded bonus points are no part of max_score: the bonus line speaks for them, not this one.
+    bonus_only = results.model_copy(update={"items": [i.model_copy(update={"bonus": True}) if i.status == "manual" else i
+                                                      for i in results.items]})
+    assert bonus_only.by_hand_points == 0 and 'id="by-hand"' not in render(bonus_only)
 
 
 @pytest.mark.parametrize("name", BUGS)

@@ -94,6 +94,12 @@ class Results(BaseModel):
     sandbox_notes: list[str] = Field(default_factory=list, description="why a layer is missing here")
     grader_error: str | None = None
 
+    @property
+    def by_hand_points(self) -> float:
+        """Of max_score, the points staff grade by hand (not in `score` yet; bonus apart): every
+        view of the total says so, or "33 / 60" reads as the final grade."""
+        return sum(i.max_score for i in self.items if i.status == "manual" and not i.bonus)
+
 
 SCHEMA_FILE = Path(__file__).resolve().parent / "schemas" / "results.schema.json"
 
