@@ -9,9 +9,9 @@ REASON_WIDTH = 111
 def _total_note(results: Results) -> str:
     """What the total does not count yet: the points staff grade by hand (a TA reading "33/60"
     must not take it for the final grade), and the bonus."""
-    notes = []
-    if results.by_hand_points:
-        notes.append(f"{results.by_hand_points:g} of the {results.max_score:g} points are graded by hand, not in this total")
+    notes, by_hand = [], results.by_hand_points
+    if by_hand:
+        notes.append(f"{by_hand:g} of the {results.max_score:g} points are graded by hand, not in this total")
     if results.bonus_max:
         manual = any(i.status == "manual" and i.bonus for i in results.items)
         notes.append(f"bonus {results.bonus_score:g}/{results.bonus_max:g}" + (" (graded by hand)" if manual else ""))
