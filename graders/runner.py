@@ -164,6 +164,8 @@ def _run_checks(g: _Grade, ctx: "GradeContext", broken: dict[str, str]) -> dict[
         checked = apply_policy(g.spec, _quiet_advice(g.spec, checked, broken), broken)
     g.timings.update({f"item {k} s": round(v, 3) for k, v in seconds.items()})
     g.timings["student_calls"] = sum(w.calls for w in g.workers)  # requests that ran student code
+    g.timings["worker_starts"] = sum(w.starts for w in g.workers)
+    g.timings["worker_forks"] = sum(w.forks for w in g.workers)  # of those, forked from the zygote (no torch import)
     assert g.breaker is not None
     g.timings.update(
         lost_to_failures_s=round(sum(w.lost_s for w in g.workers), 3),  # hangs, crashes, restarts

@@ -21,7 +21,12 @@ try:
     _inet = "created"
 except OSError as _e:
     _inet = _e.errno
-print("PROBE" + _json.dumps({"reach": _reach, "path": _sys.path, "env": sorted(_os.environ), "inet": _inet}))
+_status = dict(_l.split(":\t", 1) for _l in open("/proc/self/status").read().splitlines() if ":\t" in _l)
+_fds = sorted(int(_fd) for _fd in _os.listdir("/proc/self/fd"))
+print("PROBE" + _json.dumps({"reach": _reach, "path": _sys.path, "env": sorted(_os.environ), "inet": _inet,
+                             "status": {_k: _status[_k].strip() for _k in ("Uid", "CapEff", "CapPrm", "CapAmb", "CapBnd",
+                                                                            "NoNewPrivs", "Seccomp")},
+                             "fds": _fds, "argv": _sys.argv[:3], "cwd": _os.getcwd()}))
 '''
 
 
@@ -41,3 +46,22 @@ def test_the_worker_sees_no_grader_code_and_a_minimal_environment(tmp_path):
         assert {"bwrap", "rlimits", "landlock", "seccomp"} <= set(layers), results["sandbox"]
     if "seccomp" in results["sandbox"]:  # even a UDP socket: Landlock covers only TCP
         assert probe["inet"] == errno.EPERM, probe["inet"]
+    _assert_no_privilege_and_no_stray_fd(probe, results)
+
+
+def _assert_no_privilege_and_no_stray_fd(probe: dict, results: dict) -> None:
+    """Spawned or forked from the zygote (graders/execution/zygote.py, where bwrap runs as root),
+    the worker holds no capability and no fd but stdio and its two pipes, and knows no more of how
+    it was started."""
+    status = probe["status"]
+    assert status["CapEff"] == status["CapPrm"] == status["CapAmb"] == "0" * 16, status
+    if "uid" in results["sandbox"]:
+        assert int(status["Uid"].split()[0]) >= 61000 and len(set(status["Uid"].split())) == 1, status
+    if "landlock" in results["sandbox"] or "seccomp" in results["sandbox"]:
+        assert status["NoNewPrivs"] == "1", status
+    assert len(probe["fds"]) <= 6 and probe["fds"][:3] == [0, 1, 2], probe["fds"]  # + 2 pipes + listdir's own
+    assert probe["argv"][0] == "-c" and probe["cwd"].endswith("/submission"), probe
+    t = results["timings"]
+    if os.geteuid() == 0 and "bwrap" in results["sandbox"] and os.environ.get("GRADER_ZYGOTE") != "0":
+        assert t["worker_forks"] == t["worker_starts"] >= 1, t  # every worker from the warm zygote
+        assert status["CapBnd"] == "0" * 16, status  # the zygote's root: nothing left to regain

@@ -65,6 +65,9 @@ def _child(argv: list[str], log: str) -> None:
     except BaseException:
         traceback.print_exc()
     finally:
+        zygote = sys.modules.get("graders.execution.zygote")
+        if zygote is not None:  # os._exit runs no atexit hook
+            zygote.shutdown()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)

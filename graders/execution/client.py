@@ -12,7 +12,6 @@ import signal
 import site
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -22,9 +21,9 @@ from typing import Any, cast
 from graders.execution.breaker import Breaker
 from graders.execution.sandbox import Sandbox
 from graders.execution.worker import protocol
+from graders.execution.zygote import Forked, give_up, is_zygote_stage, stage_worker_code, start_forked, zygote
 from graders.spec import Limits
 
-WORKER_PACKAGE = Path(__file__).resolve().parent / "worker"
 # `-I -S`: no user site, no PYTHONPATH, no .pth files, so the editable install of `graders` is not
 # importable; only the private copy of the worker and the site-packages we name are.
 _BOOT = (
@@ -32,6 +31,21 @@ _BOOT = (
     "from gradeworker.main import run; run()"
 )
 SITE_PACKAGES = ":".join(site.getsitepackages())
+
+
+def _zygote_env(limits: Limits) -> dict[str, str]:
+    """The zygote's environment: a worker's before its folders are known (each worker gets its
+    own when forked); torch reads the thread count as it is imported."""
+    threads = str(limits.threads)
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": "/nonexistent",
+        "LANG": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "CUDA_VISIBLE_DEVICES": "",
+        **{var: threads for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
+    }
 
 
 class WorkerError(Exception):
@@ -121,6 +135,7 @@ class Worker:
         self.left_running: dict[str, int] = {}  # request -> how many processes it left running (killed)
         self.stdout, self.stderr = CapturedStream(limits.output_cap_bytes), CapturedStream(limits.output_cap_bytes)
         self.starts = 0
+        self.forks = 0  # of the starts, those forked from the zygote
         self.calls = 0
         self.peak_rss_kb = 0  # the largest peak resident memory any incarnation reported
         # The first start's split, for timings: spawn to hello (Python and torch), then the
@@ -128,7 +143,7 @@ class Worker:
         self.boot_s: float | None = None
         self.import_s: float | None = None
         self._spawned_at = 0.0
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen | Forked | None = None
         self._poison: str | None = None
         self._stale = False
         self._restarted: str | None = None  # why the last restart for staleness happened, for messages
@@ -137,12 +152,10 @@ class Worker:
         self.lost_s = 0.0  # in requests that hung or crashed, and in restarts
         self._swapped: set[str] = set()  # handles with a stand-in swapped in: only the method named runs
         self._booting = False  # spawned by launch(), its hello not read yet
-        self._stage = Path(tempfile.mkdtemp(prefix="grade-worker-"))
-        shutil.copytree(WORKER_PACKAGE, self._stage / "gradeworker", ignore=shutil.ignore_patterns("__pycache__"))
-        # Only our worker code: readable by the sandbox uid, whatever the modes of the installed
-        # grader (the Gradescope bundle's are root-only, and copytree copies modes).
-        for path in (self._stage, *self._stage.rglob("*")):
-            path.chmod(0o755 if path.is_dir() else 0o644)
+        # Workers forked from this process's zygote import their code from its copy; spawned ones
+        # from a copy of their own.
+        self._zygote = zygote(_zygote_env(limits), SITE_PACKAGES)
+        self._stage = self._zygote.stage if self._zygote else stage_worker_code()
         (scratch / ".tmp").mkdir(exist_ok=True)  # before the sandbox hands scratch to its uid
         self.sandbox = Sandbox(scratch, self._stage, limits)
         self.landlock: str | None = None
@@ -170,46 +183,56 @@ class Worker:
             "TOKENIZERS_PARALLELISM": "false",
         }
 
+    def _fork(self, fds: list[int]) -> Forked | None:
+        """The worker forked from the zygote into its sandbox with the pipes `fds`; None (and
+        spawned workers from now on) if the zygote failed."""
+        assert self._zygote is not None
+        request = {
+            "cgroups": self.sandbox.cgroup_procs,
+            "rlimits": self.sandbox.rlimits(),
+            "cwd": str(self.scratch),
+            "env": self._env(),
+            "limits": self._worker_limits(),
+        }
+        try:
+            forked = start_forked(self._zygote, self.sandbox, request, fds, self._env())
+        except (OSError, ValueError):
+            give_up(self._zygote)
+            self._zygote = None
+            return None
+        self.forks += 1
+        return forked
+
+    def _worker_limits(self) -> dict:
+        return {
+            "memory_mb": self.limits.memory_mb,
+            "threads": self.limits.threads,
+            "landlock": self.sandbox.landlock_rules() if self.sandbox.caps.landlock_abi else None,
+            "uid": self.sandbox.worker_uid,
+            "scratch_tmpfs": bool(self.sandbox.caps.bwrap),
+            "seccomp": self.sandbox.caps.seccomp,
+        }
+
     def _spawn(self) -> None:
         req_r, req_w = os.pipe()
         rep_r, rep_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        limits = json.dumps(
-            {
-                "memory_mb": self.limits.memory_mb,
-                "threads": self.limits.threads,
-                "landlock": self.sandbox.landlock_rules() if self.sandbox.caps.landlock_abi else None,
-                "uid": self.sandbox.worker_uid,
-                "scratch_tmpfs": bool(self.sandbox.caps.bwrap),
-                "seccomp": self.sandbox.caps.seccomp,
-            }
-        )
-        argv = [
-            sys.executable,
-            "-I",
-            "-S",
-            "-B",
-            "-c",
-            _BOOT,
-            str(req_r),
-            str(rep_w),
-            limits,
-            str(self._stage),
-            SITE_PACKAGES,
-        ]
-        self._proc = subprocess.Popen(
-            self.sandbox.command(argv),
-            cwd=self.scratch,
-            env=self._env(),
-            stdin=subprocess.DEVNULL,
-            stdout=out_w,
-            stderr=err_w,
-            pass_fds=(req_r, rep_w),
-            start_new_session=True,
-            close_fds=True,
-            preexec_fn=self.sandbox.preexec(),
-        )
+        self._proc = self._fork([req_r, rep_w, out_w, err_w]) if self._zygote is not None else None
+        if self._proc is None:
+            argv = [sys.executable, "-I", "-S", "-B", "-c", _BOOT, str(req_r), str(rep_w)]
+            self._proc = subprocess.Popen(
+                self.sandbox.command([*argv, json.dumps(self._worker_limits()), str(self._stage), SITE_PACKAGES]),
+                cwd=self.scratch,
+                env=self._env(),
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                pass_fds=(req_r, rep_w),
+                start_new_session=True,
+                close_fds=True,
+                preexec_fn=self.sandbox.preexec(),
+            )
         self._spawned_at = time.monotonic()
         self.sandbox.started(self._proc.pid)
         for fd in (req_r, rep_w, out_w, err_w):
@@ -225,7 +248,7 @@ class Worker:
         if self._proc is None:
             self._spawn()
         self._booting = False
-        hello = self._exchange(None, self.limits.import_timeout_s, "worker start-up (import torch)")
+        hello = self._hello()
         self.landlock = hello.get("landlock") if isinstance(hello.get("landlock"), str) else None
         self.seccomp = hello.get("seccomp") is True
         first = self.boot_s is None
@@ -251,6 +274,21 @@ class Worker:
         if first:
             self.import_s = round(time.monotonic() - imports_began, 3)
         self._stale = False  # a restart would only import the same modules again
+
+    def _hello(self) -> dict:
+        """The worker's hello. A forked worker that never says it failed in the zygote, not in the
+        submission (none of its code has run yet): the zygote is given up, the worker spawned."""
+        forked = isinstance(self._proc, Forked)
+        try:
+            return self._exchange(None, self.limits.import_timeout_s, "worker start-up (import torch)")
+        except WorkerError:
+            if not forked or self._zygote is None:
+                raise
+            give_up(self._zygote)
+            self._zygote = None
+            self.kill()
+            self._spawn()
+            return self._exchange(None, self.limits.import_timeout_s, "worker start-up (import torch)")
 
     def _replay(self) -> None:
         """Re-send `replay`; a request that fails now as it did not before is skipped (it bound
@@ -296,7 +334,8 @@ class Worker:
     def close(self) -> None:
         self.kill()
         self.sandbox.close()
-        shutil.rmtree(self._stage, ignore_errors=True)
+        if not is_zygote_stage(self._stage):
+            shutil.rmtree(self._stage, ignore_errors=True)
 
     @property
     def layers(self) -> str:

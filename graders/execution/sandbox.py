@@ -443,10 +443,13 @@ class Sandbox:
         so that it can mount root-only paths such as a Python under /root)."""
         return self.slot.uid if self.slot is not None and self.caps.bwrap else None
 
-    def command(self, argv: list[str]) -> list[str]:
+    def command(self, argv: list[str], info_fd: int | None = None) -> list[str]:
+        """`argv` inside bwrap; `info_fd`: where bwrap writes the host pid of what it started."""
         if not self.caps.bwrap:
             return argv
         cmd = [self.caps.bwrap, *BWRAP_ISOLATION]
+        if info_fd is not None:
+            cmd += ["--info-fd", str(info_fd)]
         if self.worker_uid is not None:
             cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]  # for the drop; gone after it
         else:
@@ -484,27 +487,34 @@ class Sandbox:
                 cmd += ["--ro-bind", str(entry), inside]
         return cmd + ["--chdir", scratch]
 
+    @property
+    def cgroup_procs(self) -> list[str]:
+        return [str(d / "cgroup.procs") for d in self.cgroups]
+
+    def rlimits(self) -> dict[str, tuple[int, int]]:
+        """The worker's rlimits by resource name, (soft, hard)."""
+        limits, cpu = self.limits, int(self.limits.cpu_s)
+        out = {
+            "RLIMIT_FSIZE": (limits.file_size_mb << 20,) * 2,
+            "RLIMIT_NOFILE": (limits.open_files,) * 2,
+            "RLIMIT_CORE": (0, 0),
+            "RLIMIT_CPU": (cpu, cpu + 5),  # SIGXCPU first, then SIGKILL
+        }
+        if self.slot is not None:  # counted per real uid: only meaningful for the sandbox uid, set before the drop
+            out["RLIMIT_NPROC"] = (limits.processes,) * 2
+        return out
+
     def preexec(self):
         """Run in the child between fork and exec: join the cgroups, set rlimits, drop the uid."""
-        procs = [str(d / "cgroup.procs") for d in self.cgroups]
+        procs, rlimits = self.cgroup_procs, self.rlimits()
         uid = self.slot.uid if self.slot is not None and not self.caps.bwrap else None
-        nproc = self.slot is not None
-        limits = self.limits
 
         def enter() -> None:
             for path in procs:
                 with open(path, "w") as fh:
                     fh.write(str(os.getpid()))
-            for which, value in (
-                (resource.RLIMIT_FSIZE, limits.file_size_mb << 20),
-                (resource.RLIMIT_NOFILE, limits.open_files),
-                (resource.RLIMIT_CORE, 0),
-            ):
-                resource.setrlimit(which, (value, value))
-            cpu = int(limits.cpu_s)
-            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))  # SIGXCPU first, then SIGKILL
-            if nproc:  # counted per real uid: only meaningful for the sandbox uid, set before the drop
-                resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+            for name, value in rlimits.items():
+                resource.setrlimit(getattr(resource, name), value)
             if uid is not None:
                 _as_uid(uid)()
 

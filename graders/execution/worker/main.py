@@ -35,14 +35,19 @@ def _half_full(folder: Path) -> bool:
 
 
 def run() -> None:
-    req_fd, rep_fd = int(sys.argv[1]), int(sys.argv[2])
-    limits = json.loads(sys.argv[3])
+    """A spawned worker: its pipes and limits in argv."""
+    serve_forked(int(sys.argv[1]), int(sys.argv[2]), json.loads(sys.argv[3]))
+
+
+def serve_forked(req_fd: int, rep_fd: int, limits: dict) -> None:
+    """Be the worker on these pipes, spawned (`run`) or forked from the zygote (worker/zygote.py),
+    which has already called `prepare`."""
     if limits.get("uid") is not None:  # first thing: nothing of the submission has run yet
         _drop_uid(limits["uid"])
     scratch = Path.cwd().resolve()
     _set_limits(limits)
-
-    from . import lazy, leftovers, protocol  # noqa: F401  (in this order, before lazy.install)
+    prepare()
+    from . import protocol
     from .ops import Ops
 
     hello = _start(limits)
@@ -56,16 +61,28 @@ def run() -> None:
     _serve(ops, scratch, limits, req_fd, rep_fd)
 
 
-def _start(limits: dict) -> dict:
-    """torch loaded behind the lazy stand-ins, then the layers the worker applies to itself
-    (Landlock, seccomp); the hello the trusted side reads."""
-    from . import lazy, leftovers
+_prepared = False
+
+
+def prepare() -> None:
+    """What every worker loads before any student code: our modules, torch, the lazy stand-ins."""
+    global _prepared
+    if _prepared:
+        return
+    from . import lazy, leftovers, ops, protocol  # noqa: F401  (ops imports torch, before lazy.install)
 
     lazy.install()
+    lazy.install_dynamo_standin()
+    _prepared = True
+
+
+def _start(limits: dict) -> dict:
+    """The layers the worker applies to itself (Landlock, seccomp); the hello the trusted side reads."""
     import torch
 
+    from . import leftovers
+
     torch.set_num_threads(limits["threads"])
-    lazy.install_dynamo_standin()
     hello = {
         "ok": True,
         "torch": torch.__version__,
