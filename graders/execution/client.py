@@ -33,17 +33,28 @@ _BOOT = (
 SITE_PACKAGES = ":".join(site.getsitepackages())
 
 
+# Every worker's environment but its own folders: minimal, offline, deterministic hashing.
+_WORKER_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "PYTHONHASHSEED": "0",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "MPLBACKEND": "Agg",
+    "CUDA_VISIBLE_DEVICES": "",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
 def _zygote_env(limits: Limits) -> dict[str, str]:
     """The zygote's environment: a worker's before its folders are known (each worker gets its
     own when forked); torch reads the thread count as it is imported."""
     threads = str(limits.threads)
     return {
-        "PATH": "/usr/bin:/bin",
+        **_WORKER_ENV,
         "HOME": "/nonexistent",
-        "LANG": "C.UTF-8",
-        "PYTHONHASHSEED": "0",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "CUDA_VISIBLE_DEVICES": "",
         **{var: threads for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
     }
 
@@ -166,42 +177,34 @@ class Worker:
 
     # -- lifecycle -----------------------------------------------------------------------------
     def _env(self) -> dict[str, str]:
-        tmp = self.scratch / ".tmp"
-        return {
-            "PATH": "/usr/bin:/bin",
-            "HOME": str(self.scratch),
-            "TMPDIR": str(tmp),
-            "LANG": "C.UTF-8",
-            "PYTHONHASHSEED": "0",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "MPLBACKEND": "Agg",
-            "MPLCONFIGDIR": str(tmp),
-            "CUDA_VISIBLE_DEVICES": "",
-            "HF_HUB_OFFLINE": "1",
-            "TRANSFORMERS_OFFLINE": "1",
-            "HF_DATASETS_OFFLINE": "1",
-            "TOKENIZERS_PARALLELISM": "false",
-        }
+        tmp = str(self.scratch / ".tmp")
+        return {**_WORKER_ENV, "HOME": str(self.scratch), "TMPDIR": tmp, "MPLCONFIGDIR": tmp}
 
     def _fork(self, fds: list[int]) -> Forked | None:
         """The worker forked from the zygote into its sandbox with the pipes `fds`; None (and
         spawned workers from now on) if the zygote failed."""
         assert self._zygote is not None
+        env = self._env()
         request = {
             "cgroups": self.sandbox.cgroup_procs,
             "rlimits": self.sandbox.rlimits(),
             "cwd": str(self.scratch),
-            "env": self._env(),
+            "env": env,
             "limits": self._worker_limits(),
         }
         try:
-            forked = start_forked(self._zygote, self.sandbox, request, fds, self._env())
+            forked = start_forked(self._zygote, self.sandbox, request, fds, env)
         except (OSError, ValueError):
-            give_up(self._zygote)
-            self._zygote = None
+            self._give_up_zygote()
             return None
         self.forks += 1
         return forked
+
+    def _give_up_zygote(self) -> None:
+        """The zygote failed: this worker and every later one in this process are spawned."""
+        assert self._zygote is not None
+        give_up(self._zygote)
+        self._zygote = None
 
     def _worker_limits(self) -> dict:
         return {
@@ -284,8 +287,7 @@ class Worker:
         except WorkerError:
             if not forked or self._zygote is None:
                 raise
-            give_up(self._zygote)
-            self._zygote = None
+            self._give_up_zygote()
             self.kill()
             self._spawn()
             return self._exchange(None, self.limits.import_timeout_s, "worker start-up (import torch)")
