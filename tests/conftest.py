@@ -26,10 +26,12 @@ SPARE = ["--limit", "workers=2"]
 
 # `make test` runs the files in 2 processes (pytest-xdist). A file's tests stay in one process, so
 # its module fixtures are built once; files that share a session fixture, or that must not overlap
-# (the attacks hash the repo's folders, which the bundle test adds a key to), go to the same process.
+# (the attacks hash the repo's folders, which the bundle test adds a key to; they also count every
+# sandbox-uid process not below a live grade, and test_zygote's killed zygote leaves its in-flight
+# worker below init for a moment), go to the same process.
 # (xdist's own --dist loadgroup marks cannot do this under pytest 9, whose node ids it cannot edit.)
 GROUPS = {"test_grade.py": "scenarios", "test_html_report.py": "scenarios", "test_dask.py": "scenarios",
-          "test_attacks.py": "repo", "test_gradescope_bundle.py": "repo"}
+          "test_attacks.py": "repo", "test_gradescope_bundle.py": "repo", "test_zygote.py": "repo"}
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
