@@ -31,6 +31,7 @@ SPARE = ["--limit", "workers=2"]
 # worker below init for a moment), go to the same process.
 # (xdist's own --dist loadgroup marks cannot do this under pytest 9, whose node ids it cannot edit.)
 GROUPS = {"test_grade.py": "scenarios", "test_html_report.py": "scenarios", "test_dask.py": "scenarios",
+          "test_gradescope.py": "scenarios",
           "test_attacks.py": "repo", "test_gradescope_bundle.py": "repo", "test_zygote.py": "repo"}
 
 
