@@ -1,7 +1,8 @@
 """A warm worker: torch imported once per `grade` process, each worker a fork of it, in its own sandbox.
 
 The zygote runs as root outside any sandbox and never runs student code: it imports what every
-worker imports (torch, our worker modules, the lazy stand-ins) and then only forks, one child per
+worker imports (torch, our worker modules, the lazy stand-ins; matplotlib, handed to a worker only
+where a fresh import would give the same, worker/warm.py) and then only forks, one child per
 worker start, on the trusted side's request over a private socketpair. The child (C) enters the
 PID namespace of a bwrap "holder" that the trusted side started for this worker exactly as it
 starts a worker (same mounts, namespaces, scratch), and forks the worker (W) into it; C stays
@@ -39,9 +40,10 @@ def serve(sock_fd: int) -> None:
     """The zygote's loop: one fork per request, until the trusted side closes the socket. Nothing
     is sent back: the worker's hello on its reply pipe is the answer."""
     _check(_libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "pdeathsig")
-    from . import main
+    from . import main, warm
 
     main.prepare()
+    warm.preload(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "mplconfig"))
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # each C is reaped by the kernel
     sock = socket.socket(fileno=sock_fd)
     while True:
