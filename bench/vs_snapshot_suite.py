@@ -88,8 +88,8 @@ def main() -> None:
 
 
 def report_seconds(results_json: Path, runs: int = 3) -> float:
-    """The HTML report's share of the time after total_s: written again from results.json, with
-    matplotlib already imported, as the grade has it (its runner preloads it)."""
+    """The HTML report's share of the time after total_s: written again from results.json, its
+    templates already loaded, as the grade has them."""
     from graders.reports.html import write_report
     from graders.scoring.results import Results
 
@@ -99,7 +99,7 @@ def report_seconds(results_json: Path, runs: int = 3) -> float:
         start = time.monotonic()
         write_report(results, results_json.parent, results_json.parent / f"again{i}.html")
         seconds.append(time.monotonic() - start)
-    return statistics.median(seconds[1:])  # the first one imports matplotlib
+    return statistics.median(seconds[1:])  # the first one loads the templates
 
 
 if __name__ == "__main__":

@@ -99,7 +99,6 @@ def _grade_with_checks(g: _Grade, intake: Intake) -> Results:
         from graders.checks.session import GradeContext  # pytest, Hypothesis, torch: while the worker starts
     with g.timings.timed("reference_s"):
         ref = load_reference(g.spec.reference_dir, g.spec.reference_modules) if g.spec.reference_dir else None
-    _preload_report()  # costs nothing while the worker still imports torch, 0.6 s at report time otherwise
     _freeze_imports()
     broken = _wait_for_worker(g, worker, intake)
     g.ctx = GradeContext(
@@ -286,13 +285,8 @@ def _keep_plot(training: Training | None, out_dir: Path | None, warnings: list[s
 
 @functools.cache
 def _freeze_imports() -> None:
-    """Hide what the imports built (torch, pytest, Hypothesis, matplotlib: it lives as long as the
+    """Hide what the imports built (torch, pytest, Hypothesis: it lives as long as the
     process) from the cyclic collector, once per process: the full collections a grade triggers,
     pytest's own at the end of each check session among them, then walk only the grade's objects
     (0.3 CPU-s less per grade; bench/grade_cpu.py)."""
     gc.freeze()
-
-
-def _preload_report() -> None:
-    import matplotlib.backends.backend_agg  # noqa: F401  the report's plots
-    import matplotlib.figure  # noqa: F401

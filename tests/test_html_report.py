@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import time
 from html.parser import HTMLParser
+from xml.etree import ElementTree
 from pathlib import Path
 
 import jsonschema
@@ -98,6 +99,18 @@ def decode_png_uri(uri: str) -> Image.Image:
     return image
 
 
+def decode_svg_uri(uri: str) -> ElementTree.Element:
+    prefix = "data:image/svg+xml;base64,"
+    assert uri.startswith(prefix)
+    svg = ElementTree.fromstring(base64.b64decode(uri[len(prefix):], validate=True))
+    assert svg.tag == "{http://www.w3.org/2000/svg}svg"
+    return svg
+
+
+def svg_texts(svg: ElementTree.Element) -> list[str]:
+    return [e.text or "" for e in svg.iter("{http://www.w3.org/2000/svg}text")]
+
+
 def not_blank(image: Image.Image) -> bool:
     grey = image.convert("L")
     low, high = grey.getextrema()
@@ -118,12 +131,15 @@ def test_grade_writes_report_html_beside_results_json(runs):
         html = (run["out"] / "report.html").read_text()
         assert html.startswith("<!DOCTYPE html>")
         root = parse(html)
-        # Self-contained: no script, no stylesheet link, every src/href a data: URI or a fragment.
+        # Self-contained: no script, no stylesheet link, every src/href a data: URI or a fragment
+        # (the student's plot a PNG; only our training plot is SVG, which an <img> never runs).
         assert not [n for n in root.walk() if n.tag in ("script", "link", "iframe", "object", "embed", "base")]
         for n in root.walk():
             for attr in ("src", "href", "srcset", "action"):
                 if attr in n.attrs:
-                    assert n.attrs[attr].startswith(("data:image/png;base64,", "#")), (n.tag, n.attrs[attr][:80])
+                    ours = n.attrs.get("id") == "training-plot" and attr == "src"
+                    prefix = "data:image/svg+xml;base64," if ours else ("data:image/png;base64,", "#")
+                    assert n.attrs[attr].startswith(prefix), (n.tag, n.attrs[attr][:80])
         csp = next(n for n in root.walk() if n.tag == "meta" and n.attrs.get("http-equiv") == "Content-Security-Policy")
         assert "default-src 'none'" in csp.attrs["content"] and "script-src" not in csp.attrs["content"]
 
@@ -157,8 +173,15 @@ def test_report_shows_total_items_checks_and_training(runs):
     assert measured, "the planted bug should report a measured error somewhere"
     t = r["training"]
     assert f"{t['initial_loss']:.3f} → {t['final_loss']:.3f}" in root.text()
-    plot = decode_png_uri(by_id(root, "training-plot").attrs["src"])
-    assert plot.size == (700, 360) and not_blank(plot)
+    plot = decode_svg_uri(by_id(root, "training-plot").attrs["src"])
+    assert (plot.get("width"), plot.get("height")) == ("700", "360")
+    texts = svg_texts(plot)
+    for label in (f"held-out loss before: {t['initial_loss']:.3f}", f"held-out loss after: {t['final_loss']:.3f}",
+                  f"entropy floor of the data: {t['floor']:.3f}", "your train() recorded (training batches)",
+                  "optimisation step", "cross-entropy (nats)"):
+        assert label in texts, (label, texts)
+    lines = list(plot.iter("{http://www.w3.org/2000/svg}polyline"))
+    assert len(lines) >= 4 and max(len(e.get("points").split()) for e in lines) == len(t["recorded_losses"])
     mine = decode_png_uri(by_id(root, "student-plot").attrs["src"])
     assert mine.size == Image.open(run["out"] / t["plot"]).size
 
@@ -232,8 +255,13 @@ def test_chromium_loads_the_report_without_console_messages(runs, tmp_path):
     assert not CONSOLE.findall(p.stderr), [line for line in p.stderr.splitlines() if CONSOLE.search(line)]
     root = parse(p.stdout)
     assert by_id(root, "total").text().strip() == "30 / 30"
-    for ident in ("training-plot", "student-plot"):
-        assert not_blank(decode_png_uri(by_id(root, ident).attrs["src"]))
+    assert not_blank(decode_png_uri(by_id(root, "student-plot").attrs["src"]))
+    svg = tmp_path / "plot.svg"  # the training plot, drawn by Chromium itself
+    svg.write_bytes(base64.b64decode(by_id(root, "training-plot").attrs["src"].split(",", 1)[1]))
+    shot = tmp_path / "plot.png"
+    p = chromium(svg, tmp_path, f"--screenshot={shot}", "--window-size=700,360", "--hide-scrollbars")
+    assert p.returncode == 0 and shot.exists(), p.stderr[-2000:]
+    assert not_blank(Image.open(shot))
 
 
 @needs_chromium

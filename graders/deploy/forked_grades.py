@@ -1,5 +1,5 @@
 """`grade batch`'s grade processes, forked from one that has already imported what every grade
-imports: pytest, Hypothesis, torch, matplotlib and the grader itself.
+imports: pytest, Hypothesis, torch and the grader itself.
 
 Each submission still gets a trusted process of its own, a fresh copy of that warm one, so
 nothing one grade leaves in memory reaches the next; it only skips ~2 s of imports (CPU that
@@ -22,8 +22,6 @@ PRELOAD = (
     "graders.commands.grade",
     "graders.runner",
     "graders.checks.session",
-    "matplotlib.figure",
-    "matplotlib.backends.backend_agg",
 )
 
 
