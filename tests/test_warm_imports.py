@@ -11,7 +11,8 @@ import pytest
 from conftest import GRADE, REPO, TEST_LIMITS, edited, reference_files, write_zip
 
 AFTER_PYPLOT = "import matplotlib.pyplot as plt\n"
-PROBE = AFTER_PYPLOT + '''import json as _j, os as _o, sys as _s
+PROBE = AFTER_PYPLOT + '''import json as _j, os as _o, random as _r, sys as _s
+import numpy as _np
 import matplotlib as _m
 from matplotlib import font_manager as _fm, style as _st, texmanager as _tx
 _cfg = _o.environ["MPLCONFIGDIR"]
@@ -26,6 +27,7 @@ print("MPLPROBE" + _j.dumps({
     "spec": [_m.__spec__.name, _m.__spec__.origin == _m.__file__, _s.modules["matplotlib"] is _m,
              plt.matplotlib is _m, _s.modules["matplotlib.pyplot"] is plt],
     "fonts": sorted(_f.name for _f in _fm.fontManager.ttflist),
+    "draws": [_r.random(), float(_np.random.random())],
 }), flush=True)
 '''
 # Intake keeps only the assignment's files, so a matplotlibrc or a module named matplotlib can only
@@ -85,13 +87,21 @@ def test_a_forked_worker_sees_the_matplotlib_a_spawned_one_imports(probes):
     for name, spawned in probes["spawned"].items():
         forked = probes["zygote"][name]
         assert spawned["fresh"] and spawned["forks"] == 0, (name, spawned)
-        same = {k: v for k, v in forked.items() if k not in ("fresh", "forks")}
-        assert same == {k: v for k, v in spawned.items() if k not in ("fresh", "forks")}, name
+        same = {k: v for k, v in forked.items() if k not in ("fresh", "forks", "draws")}
+        assert same == {k: v for k, v in spawned.items() if k not in ("fresh", "forks", "draws")}, name
         assert all(forked["folders"]) and forked["one_pil"] and forked["spec"] == ["matplotlib", True, True, True, True], forked
         assert forked["backend"].lower() == "agg" and forked["fonts"], forked
     assert probes["zygote"]["rc_in_cwd"]["linewidth"] == 7.5
     assert probes["zygote"]["rc_from_env"]["linewidth"] == 3.25
     assert probes["zygote"]["shadowed"]["shadow_ran"]
+
+
+def test_each_forked_worker_draws_its_own_random_numbers(probes):
+    """Unseeded random and numpy.random differ between workers, as between spawned ones: forks of
+    one zygote must not all start from its state."""
+    for path in ("zygote", "spawned"):
+        draws = [tuple(p["draws"][i] for p in probes[path].values()) for i in (0, 1)]
+        assert all(len(set(d)) == len(d) for d in draws), (path, draws)
 
 
 def test_the_warm_modules_are_used_only_where_nothing_differs(probes):

@@ -113,11 +113,23 @@ def _worker(req: dict, fds: list[int], ns: dict[str, int], root: int, cgroups: l
     os.environ.clear()
     os.environ.update(req["env"])
     tempfile.tempdir = None  # from TMPDIR, now this worker's
+    _fresh_randomness()
     sys.argv = ["-c", str(_REQ_FD), str(_REP_FD), json.dumps(req["limits"])]  # as a spawned worker's
     from . import main
 
     main.serve_forked(_REQ_FD, _REP_FD, req["limits"])
     os._exit(0)
+
+
+def _fresh_randomness() -> None:
+    """random and numpy.random seeded from the OS, as a fresh interpreter seeds them: every fork
+    would otherwise start from the zygote's state, the same in all its workers."""
+    import random
+
+    random.seed()
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        numpy_random.seed()
 
 
 def _own_fds(fds: list[int]) -> None:
