@@ -65,7 +65,7 @@ def write_zip(path: Path, files: dict[str, str | bytes], folder: str = "") -> Pa
     return path
 
 
-def grade_all(zips: list[Path], out: Path, jobs: int = 2, extra: list[str] = TEST_LIMITS,
+def grade_all(zips: list[Path], out: Path, jobs: int = 1, extra: list[str] = TEST_LIMITS,
               seconds: dict[str, float] | None = None) -> dict[str, dict]:
     """Grade `zips` with `jobs` real grade processes; results.json of each, by zip stem. With
     `seconds` (a zip stem's expected grade time; 4 s if not given), each zip goes to the process

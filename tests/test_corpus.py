@@ -34,7 +34,8 @@ def corpus_graded(tmp_path_factory):
     full = [zips[v.name] for v in VARIANTS if _needs_training(v)]
     partial = [zips[v.name] for v in VARIANTS if not _needs_training(v)]
     out = tmp_path_factory.mktemp("corpus-out")
-    return {**grade_all(full, out / "full", extra=extra), **grade_all(partial, out / "partial", extra=extra + others)}
+    return {**grade_all(full, out / "full", jobs=2, extra=extra),
+            **grade_all(partial, out / "partial", jobs=2, extra=extra + others)}
 
 
 def spec_items() -> list[str]:
