@@ -42,8 +42,10 @@ SCENARIOS = {
     "syntax_error": edited("model_solution.py", "class GELU(nn.Module):", "class GELU(nn.Module)"),
     "unknown_import": edited("model_solution.py", "import einops", "import einopz"),
     "exit_at_import_of_train": edited("train.py", "if torch.cuda.is_available():", "import sys\nsys.exit(0)\nif torch.cuda.is_available():"),
+    # Python's random, unseeded: each token is the argmax by a coin toss. 3(a)vi's checks generate 30
+    # tokens; the item kept its points once in our runs at 0.7 (generate_agrees's share all argmax).
     "random_generate": edited("model_solution.py", "            next_token = logits[:, -1, :].argmax(dim=-1, keepdim=True)\n",
-                              "            import random\n            pick = logits.argmax if random.random() < 0.7 else logits.argmin\n"
+                              "            import random\n            pick = logits.argmax if random.random() < 0.5 else logits.argmin\n"
                               "            next_token = pick(dim=-1)[:, -1:]\n"),
     "device_unsafe": edited("model_solution.py", "torch.arange(x.shape[1], device=x.device)", "torch.arange(x.shape[1])"),
     "dropout": edited("model_solution.py", "        return self.fc2(self.gelu(self.fc1(x)))",
