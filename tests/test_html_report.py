@@ -89,10 +89,14 @@ def by_id(root: Node, ident: str) -> Node:
     return found[0]
 
 
-def decode_png_uri(uri: str) -> Image.Image:
-    prefix = "data:image/png;base64,"
+def data_bytes(uri: str, mime: str) -> bytes:
+    prefix = f"data:{mime};base64,"
     assert uri.startswith(prefix)
-    data = base64.b64decode(uri[len(prefix):], validate=True)
+    return base64.b64decode(uri[len(prefix):], validate=True)
+
+
+def decode_png_uri(uri: str) -> Image.Image:
+    data = data_bytes(uri, "image/png")
     Image.open(io.BytesIO(data)).verify()
     image = Image.open(io.BytesIO(data))
     image.load()
@@ -100,9 +104,7 @@ def decode_png_uri(uri: str) -> Image.Image:
 
 
 def decode_svg_uri(uri: str) -> ElementTree.Element:
-    prefix = "data:image/svg+xml;base64,"
-    assert uri.startswith(prefix)
-    svg = ElementTree.fromstring(base64.b64decode(uri[len(prefix):], validate=True))
+    svg = ElementTree.fromstring(data_bytes(uri, "image/svg+xml"))
     assert svg.tag == "{http://www.w3.org/2000/svg}svg"
     return svg
 
@@ -257,7 +259,7 @@ def test_chromium_loads_the_report_without_console_messages(runs, tmp_path):
     assert by_id(root, "total").text().strip() == "30 / 30"
     assert not_blank(decode_png_uri(by_id(root, "student-plot").attrs["src"]))
     svg = tmp_path / "plot.svg"  # the training plot, drawn by Chromium itself
-    svg.write_bytes(base64.b64decode(by_id(root, "training-plot").attrs["src"].split(",", 1)[1]))
+    svg.write_bytes(data_bytes(by_id(root, "training-plot").attrs["src"], "image/svg+xml"))
     shot = tmp_path / "plot.png"
     p = chromium(svg, tmp_path, f"--screenshot={shot}", "--window-size=700,360", "--hide-scrollbars")
     assert p.returncode == 0 and shot.exists(), p.stderr[-2000:]

@@ -27,18 +27,14 @@ MAX_CAPTURED = 20_000
 env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True, trim_blocks=True, lstrip_blocks=True)
 
 
-def png_uri(data: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+def data_uri(data: bytes, mime: str = "image/png") -> str:
+    return f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
 
 
 def figure_png(fig: "Figure") -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
     return buf.getvalue()
-
-
-def svg_uri(data: bytes) -> str:
-    return "data:image/svg+xml;base64," + base64.b64encode(data).decode("ascii")
 
 
 def student_plot(results: Results, folder: Path | None) -> bytes | None:
@@ -73,8 +69,8 @@ def render(results: Results, folder: Path | None = None) -> str:
         items=items,
         captured=captured,
         total_percent=round(100 * results.score / results.max_score, 1) if results.max_score else 0.0,
-        plot_uri=svg_uri(ours) if ours else None,
-        student_plot_uri=png_uri(theirs) if theirs else None,
+        plot_uri=data_uri(ours, "image/svg+xml") if ours else None,
+        student_plot_uri=data_uri(theirs) if theirs else None,
         student_plot_named=bool(results.training and results.training.plot),
         # An assignment without a training run (a notebook, written answers) gets no such section.
         training_section=results.training is not None

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
-from graders.reports.html import env, figure_png, png_uri
+from graders.reports.html import data_uri, env, figure_png
 from graders.scoring.results import Results
 
 # Measured values differ per student; grouping failures by message with numbers blanked shows the
@@ -196,8 +196,8 @@ def render_summary(
         full=sum(1 for r in graded.values() if r.score >= r.max_score),
         items=item_rates(graded),
         diagnoses=diagnosis_counts(graded),
-        score_plot=png_uri(score_plot) if score_plot else None,
-        time_plot=png_uri(time_plot) if time_plot else None,
+        score_plot=data_uri(score_plot) if score_plot else None,
+        time_plot=data_uri(time_plot) if time_plot else None,
         time_median=statistics.median(times.values()) if times else None,
         time_total=sum(times.values()),
         slowest=sorted(times.items(), key=lambda kv: (-kv[1], kv[0]))[:5],

@@ -64,12 +64,14 @@ def arm() -> None:
     """In a forked worker, once its environment and sys.path are set, before any student code."""
     if not _stash:
         return
-    env = {k: v for k, v in os.environ.items() if k not in _OWN_FOLDERS}
-    zygote = {k: v for k, v in _zygote_env.items() if k not in _OWN_FOLDERS}
-    if env != zygote or any(name in sys.modules for name in _stash):
+    if _but_folders(os.environ) != _but_folders(_zygote_env) or any(name in sys.modules for name in _stash):
         _stash.clear()
         return
     sys.meta_path.insert(0, _Finder(dict(os.environ), list(sys.meta_path)))
+
+
+def _but_folders(env) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k not in _OWN_FOLDERS}
 
 
 class _Finder(importlib.abc.MetaPathFinder):
@@ -102,7 +104,7 @@ class _Finder(importlib.abc.MetaPathFinder):
             return False
         if any(name in sys.modules for name in _stash) or _config_files_present():
             return False
-        return all(_found_at(name) == _origin(_stash[name]) for name in _PACKAGES if name in _stash)
+        return all(_found_at(name) == _location(_stash[name].__spec__) for name in _PACKAGES if name in _stash)
 
 
 class _Adopt(importlib.abc.Loader):
@@ -133,16 +135,16 @@ def _config_files_present() -> bool:
 
 
 def _found_at(name: str):
+    """Where today's sys.meta_path would import `name` from."""
     for finder in sys.meta_path:
         find = getattr(finder, "find_spec", None)
         spec = find(name, None) if find else None
         if spec is not None:
-            return spec.origin, list(spec.submodule_search_locations or ())
+            return _location(spec)
     return None
 
 
-def _origin(module: ModuleType):
-    spec = module.__spec__
+def _location(spec):
     return None if spec is None else (spec.origin, list(spec.submodule_search_locations or ()))
 
 
