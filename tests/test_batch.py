@@ -2,14 +2,16 @@
 runs past its timeout or refuses its arguments. Whether their grades equal the `grade` command's
 is test_html_report.py's batch test (15 submissions, hostile ones among them)."""
 
+import json
 import os
+import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REFERENCE, descends_from, edited, parent_pids, write_zip
+from conftest import GRADE, REFERENCE, REPO, descends_from, edited, parent_pids, write_zip
 from graders.deploy import forked_grades
 from graders.deploy.batch import grade_one
 from graders.execution.sandbox import capabilities
@@ -31,34 +33,53 @@ def test_no_fork_server_where_a_worker_could_reach_it(sandbox_mode):
     assert not forked_grades.available()  # plain: a worker of the grader's uid that sees its /tmp
 
 
-def _worker_pids() -> set[int]:
-    """Live processes whose command line names a worker's staged code (client.Worker's stage)."""
-    pids = set()
+ZYGOTE = b"gradeworker.zygote import serve"
+
+
+def _staged(marker: bytes = b"grade-worker-") -> dict[int, bytes]:
+    """Live processes whose command line names a worker's staged code (client.Worker's stage; those
+    staged under a folder: `marker`), with their command lines: workers, zygotes and the zygotes'
+    children (workers and their waiters)."""
+    found = {}
     for entry in os.scandir("/proc"):
         try:
-            if entry.name.isdigit() and b"grade-worker-" in Path(entry.path, "cmdline").read_bytes():
-                pids.add(int(entry.name))
+            if entry.name.isdigit() and marker in (cmdline := Path(entry.path, "cmdline").read_bytes()):
+                found[int(entry.name)] = cmdline
         except OSError:
             pass
-    return pids
+    return found
 
 
-def _graded_watching_workers(grade) -> tuple[str, set[int]]:
-    """grade()'s outcome, and every worker process it started (seen below this process while it
-    ran): workers of other grades on the machine (another test run, a benchmark) are not among them."""
-    seen: set[int] = set()
+def _split_zygotes(marker: bytes = b"grade-worker-") -> tuple[set[int], set[int]]:
+    """(workers, zygotes) alive now: a zygote runs no student code (and a fork server's outlives
+    its grades); what it forks carries its command line, below it."""
+    found, parents = _staged(marker), parent_pids()
+    zygotes = {p for p, c in found.items() if ZYGOTE in c and ZYGOTE not in found.get(parents.get(p, 0), b"")}
+    return set(found) - zygotes, zygotes
+
+
+def _worker_pids() -> set[int]:
+    return _split_zygotes()[0]
+
+
+def _graded_watching_workers(grade, marker: bytes = b"grade-worker-") -> tuple[object, set[int], set[int]]:
+    """grade()'s outcome, and every worker process and every zygote it started (seen below this
+    process while it ran): those of other grades on the machine (another test run, a benchmark)
+    are not among them."""
+    seen: tuple[set[int], set[int]] = (set(), set())
     done = threading.Event()
 
     def watch() -> None:
         while not done.is_set():
             parents = parent_pids()
-            seen.update(p for p in _worker_pids() if descends_from(p, {os.getpid()}, parents))
+            for found, now in zip(seen, _split_zygotes(marker)):
+                found.update(p for p in now if descends_from(p, {os.getpid()}, parents))
             time.sleep(0.05)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        return grade(), seen
+        return grade(), *seen
     finally:
         done.set()
         watcher.join()
@@ -71,7 +92,7 @@ def test_a_grade_past_the_batch_timeout_is_killed_with_its_worker(tmp_path, sand
     # The worker sleeps in the submission's import (the grade would wait 60 s for it) when the
     # batch's timeout ends the grade: only killing the whole tree ends the worker too.
     files = edited("utils.py", "import torch\n", "import time\nimport torch\ntime.sleep(600)\n")
-    outcome, workers = _graded_watching_workers(
+    outcome, workers, _ = _graded_watching_workers(
         lambda: grade_one(write_zip(tmp_path / "sleeper.zip", files), tmp_path / "out", grade_args=[], timeout=5))
     assert outcome == "grade took longer than 5 s"
     assert not (tmp_path / "out" / "results.json").exists()
@@ -90,3 +111,25 @@ def test_a_refused_grade_says_why_in_its_log(tmp_path):
     outcome = grade_one(tmp_path / "missing.zip", tmp_path / "o", grade_args=["--limit", "nope=1"], timeout=60)
     assert outcome == "grade exited 2 without a report"
     assert "nope" in (tmp_path / "o" / "grade.log").read_text()
+
+
+@FORKED
+def test_a_batchs_grades_share_one_zygote_which_leaves_with_the_batch(tmp_path):
+    """The fork server starts the zygote (deploy/shared_zygote.py): every grade forks its workers
+    from that one, and it is gone, its staged code too, once the batch is."""
+    folder, tmp = tmp_path / "class", tmp_path / "tmp"
+    tmp.mkdir()
+    folder.mkdir()
+    notebook = (REPO / "assignment" / "a2s1" / "reference" / "A2S1.py").read_text()
+    for name in ("ada", "bo", "cy"):  # a2s1: the quickest whole grade
+        write_zip(folder / f"{name}.zip", {"A2S1.py": notebook})
+    command = [*GRADE, "batch", str(folder), "--assignment", "a2s1", "--out", str(tmp_path / "out")]
+    p, workers, zygotes = _graded_watching_workers(lambda: subprocess.run(
+        command, cwd=REPO, env={**os.environ, "TMPDIR": str(tmp)}, capture_output=True, text=True, timeout=300), marker=str(tmp).encode())
+    assert p.returncode == 0, p.stdout + p.stderr[-2000:]
+    for name in ("ada", "bo", "cy"):
+        timings = json.loads((tmp_path / "out" / name / "results.json").read_text())["timings"]
+        assert timings["worker_forks"] >= 1, name  # forked from a zygote, not spawned
+    assert len(zygotes) == 1 and workers, (zygotes, workers)
+    assert not (zygotes | workers) & set(_staged())
+    assert not list(tmp.glob("grade-worker-*"))

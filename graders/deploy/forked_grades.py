@@ -17,11 +17,13 @@ from pathlib import Path
 
 from graders.execution.sandbox import capabilities, kill_tree
 
-# What a grade imports on its way (commands.grade, then runner.grade's own list); the fork server imports them once.
+# What a grade imports on its way (commands.grade, then runner.grade's own list); the fork server
+# imports them once, and starts the worker zygote its grades share (the last one).
 PRELOAD = (
     "graders.commands.grade",
     "graders.runner",
     "graders.checks.session",
+    "graders.deploy.shared_zygote",
 )
 
 

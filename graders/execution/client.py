@@ -21,7 +21,7 @@ from typing import Any, cast
 from graders.execution.breaker import Breaker
 from graders.execution.sandbox import Sandbox
 from graders.execution.worker import protocol
-from graders.execution.zygote import Forked, give_up, is_zygote_stage, stage_worker_code, start_forked, zygote
+from graders.execution.zygote import Forked, give_up, is_zygote_stage, stage_worker_code, start_forked, warm, zygote
 from graders.spec import Limits
 
 # `-I -S`: no user site, no PYTHONPATH, no .pth files, so the editable install of `graders` is not
@@ -57,6 +57,12 @@ def _zygote_env(limits: Limits) -> dict[str, str]:
         "HOME": "/nonexistent",
         **{var: threads for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")},
     }
+
+
+def warm_zygote(limits: Limits) -> None:
+    """Start the zygote that workers under `limits` fork from now, ahead of any grade: a fork
+    server does, and the grades forked from it share it (deploy/shared_zygote.py)."""
+    warm(_zygote_env(limits), SITE_PACKAGES)
 
 
 class WorkerError(Exception):

@@ -72,6 +72,10 @@ class Zygote:
     """One zygote process and the socket to it."""
 
     def __init__(self, env: dict[str, str], site_packages: str):
+        self.serves = (env, site_packages)  # the workers it can fork: their environment and site-packages
+        # Processes forked from the owner (a batch's fork server: deploy/shared_zygote.py) share the
+        # zygote; only the owner may stop it or remove its code.
+        self.owner = os.getpid()
         self.stage = stage_worker_code()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.proc = subprocess.Popen(
@@ -89,12 +93,16 @@ class Zygote:
     def fork(self, request: dict, fds: list[int]) -> None:
         """Ask for a worker and return at once: the first waits for the zygote's torch import, which
         the caller overlaps with its own. OSError if the zygote is gone."""
-        if self.proc.poll() is not None:
+        # Only the owner can poll its child; a send to a zygote that is gone fails anyway (EPIPE).
+        if self.owner == os.getpid() and self.proc.poll() is not None:
             raise OSError("the zygote is gone")
         socket.send_fds(self.sock, [json.dumps(request).encode()], fds)
 
     def close(self) -> None:
+        """Close this process's end of the socket; the owner also stops the zygote."""
         self.sock.close()
+        if self.owner != os.getpid():
+            return
         try:
             self.proc.kill()
             self.proc.wait()
@@ -104,7 +112,9 @@ class Zygote:
 
 _zygote: Zygote | None = None
 _failed = False
-_stages: set[Path] = set()  # kept until the process ends: workers of a zygote that failed spawn from them
+# Zygotes' copies of the worker code, by the pid that made them, which alone removes them (at
+# exit): workers of a zygote that failed spawn from them until then.
+_stages: dict[Path, int] = {}
 
 
 def is_zygote_stage(path: Path) -> bool:
@@ -112,30 +122,43 @@ def is_zygote_stage(path: Path) -> bool:
 
 
 def shutdown() -> None:
-    """Stop this process's zygote and remove its copies of the worker code (at exit)."""
+    """Stop this process's zygote and remove its copies of the worker code (at exit); a zygote and
+    code inherited from a fork server stay, the server's to remove."""
     global _zygote
     if _zygote is not None:
         _zygote.close()
         _zygote = None
-    for stage in _stages:
+    for stage in [s for s, pid in _stages.items() if pid == os.getpid()]:
         shutil.rmtree(stage, ignore_errors=True)
-    _stages.clear()
+        del _stages[stage]
 
 
 def zygote(env: dict[str, str], site_packages: str) -> Zygote | None:
-    """This process's zygote, started on first use, where it can serve: bwrap as root with a uid
-    for each worker. None elsewhere, and after it failed once."""
+    """This process's zygote for workers with `env`, started on first use, where it can serve:
+    bwrap as root with a uid for each worker. None elsewhere, and after it failed once."""
     global _zygote
     caps = capabilities()
     usable = caps.bwrap and caps.uid and os.geteuid() == 0 and os.environ.get("GRADER_ZYGOTE", "1") != "0"
     if _failed or not usable:
         return None
+    if _zygote is not None and _zygote.serves != (env, site_packages):
+        _zygote.close()  # a fork server's, for other workers: this process starts its own
+        _zygote = None
     if _zygote is None:
         _zygote = Zygote(env, site_packages)
-        _stages.add(_zygote.stage)
-        if len(_stages) == 1:
+        if not _stages:
             atexit.register(shutdown)
+        _stages[_zygote.stage] = os.getpid()
     return _zygote
+
+
+def warm(env: dict[str, str], site_packages: str) -> None:
+    """Start the zygote for workers with `env` now, where one can serve, for the processes forked
+    from this one to share; if it cannot start, each of them starts its own as usual."""
+    try:
+        zygote(env, site_packages)
+    except OSError:
+        pass
 
 
 def give_up(z: Zygote) -> None:
