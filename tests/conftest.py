@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jsonschema
@@ -66,15 +67,21 @@ def write_zip(path: Path, files: dict[str, str | bytes], folder: str = "") -> Pa
 
 
 def grade_all(zips: list[Path], out: Path, jobs: int = 1, extra: list[str] = TEST_LIMITS,
-              seconds: dict[str, float] | None = None) -> dict[str, dict]:
+              seconds: dict[str, float] | None = None, fresh: bool = False) -> dict[str, dict]:
     """Grade `zips` with `jobs` real grade processes; results.json of each, by zip stem. With
     `seconds` (a zip stem's expected grade time; 4 s if not given), each zip goes to the process
-    with the least work so far, longest first, so that no process is left alone at the end."""
+    with the least work so far, longest first, so that no process is left alone at the end.
+
+    Each grade process is forked from a warm one, as `grade batch` forks its grades
+    (deploy/forked_grades.py: this test process's fork server, whose imports and worker zygote
+    every grade_all shares), where the platform allows; else, or with `fresh` (a test that sets
+    the grade's environment, or that is about the `grade` command's own process), a new `grade`."""
     chunks = _balanced(zips, jobs, seconds) if seconds else [zips[i::jobs] for i in range(jobs) if zips[i::jobs]]
-    procs = [subprocess.Popen([*GRADE, *map(str, chunk), "--out", str(out / f"job{i}"), "--quiet", *extra],
-                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for i, chunk in enumerate(chunks)]
-    logs = [p.communicate()[0] for p in procs]
+    argvs = [[*map(str, chunk), "--out", str(out / f"job{i}"), "--quiet", *extra] for i, chunk in enumerate(chunks)]
+    out.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(len(argvs)) as pool:
+        codes = list(pool.map(lambda i: _grade_process(argvs[i], out / f"job{i}.log", fresh), range(len(argvs))))
+    logs = [(out / f"job{i}.log").read_text(errors="replace") for i in range(len(argvs))]
     results = {}
     for i, chunk in enumerate(chunks):
         for z in chunk:
@@ -82,9 +89,19 @@ def grade_all(zips: list[Path], out: Path, jobs: int = 1, extra: list[str] = TES
             assert target.exists(), f"no results for {z.name}:\n{logs[i][-3000:]}"
             results[z.stem] = json.loads(target.read_text())
             jsonschema.validate(results[z.stem], RESULTS_SCHEMA)
-    for p, log in zip(procs, logs):
-        assert p.returncode == 0, log[-3000:]
+    for code, log in zip(codes, logs):
+        assert code == 0, log[-3000:]
     return results
+
+
+def _grade_process(argv: list[str], log: Path, fresh: bool) -> int | None:
+    """`grade ARGV` with its output in `log`: its exit status (None: killed past the timeout)."""
+    from graders.deploy import forked_grades
+
+    if not fresh and forked_grades.available():
+        return forked_grades.grade_forked(argv, log, timeout=1800)
+    with open(log, "w") as fh:
+        return subprocess.run([*GRADE, *argv], cwd=REPO, stdout=fh, stderr=subprocess.STDOUT).returncode
 
 
 def _balanced(zips: list[Path], jobs: int, seconds: dict[str, float]) -> list[list[Path]]:

@@ -4,6 +4,8 @@ import errno
 import json
 import os
 
+import pytest
+
 from conftest import REPO, edited, grade_all, reference_files, write_zip
 
 PROBE = '''
@@ -30,9 +32,11 @@ print("PROBE" + _json.dumps({"reach": _reach, "path": _sys.path, "env": sorted(_
 '''
 
 
-def test_the_worker_sees_no_grader_code_and_a_minimal_environment(tmp_path):
+# grade: a `grade` process and its own zygote; forked: a grade forked from the fork server, with its zygote.
+@pytest.mark.parametrize("fresh", [True, False], ids=["grade", "forked"])
+def test_the_worker_sees_no_grader_code_and_a_minimal_environment(tmp_path, fresh):
     files = edited("utils.py", '"""Weight conversion', PROBE + '"""Weight conversion', reference_files())
-    results = grade_all([write_zip(tmp_path / "probe.zip", files)], tmp_path / "out", jobs=1)["probe"]
+    results = grade_all([write_zip(tmp_path / "probe.zip", files)], tmp_path / "out", fresh=fresh)["probe"]
     line = next(l for l in results["output"]["stdout"].splitlines() if l.startswith("PROBE"))
     probe = json.loads(line[len("PROBE"):])
     assert not any(probe["reach"].values()), probe["reach"]

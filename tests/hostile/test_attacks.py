@@ -126,7 +126,7 @@ def _run_attacks(base: Path, names: list[str] | None = None, sandbox: str | None
     env = {"GRADER_TEST_SECRET": target.secret, **({"GRADER_SANDBOX": sandbox} if sandbox else {})}
     os.environ.update(env)  # inherited by the grade processes only
     try:
-        results = grade_all(zips, base / "out", jobs=2, extra=TEST_LIMITS + SPARE, seconds=SLOW)
+        results = grade_all(zips, base / "out", jobs=2, extra=TEST_LIMITS + SPARE, seconds=SLOW, fresh=True)
     finally:
         for key in env:
             del os.environ[key]
