@@ -4,7 +4,9 @@ is test_html_report.py's batch test (15 submissions, hostile ones among them).""
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -117,8 +119,8 @@ def test_a_refused_grade_says_why_in_its_log(tmp_path):
 def test_a_batchs_grades_share_one_zygote_which_leaves_with_the_batch(tmp_path):
     """The fork server starts the zygote (deploy/shared_zygote.py): every grade forks its workers
     from that one, and it is gone, its staged code too, once the batch is."""
-    folder, tmp = tmp_path / "class", tmp_path / "tmp"
-    tmp.mkdir()
+    # A short TMPDIR of its own (the fork server's socket path must fit; a test's tmp_path may not).
+    folder, tmp = tmp_path / "class", Path(tempfile.mkdtemp(prefix="zs-"))
     folder.mkdir()
     notebook = (REPO / "assignment" / "a2s1" / "reference" / "A2S1.py").read_text()
     for name in ("ada", "bo", "cy"):  # a2s1: the quickest whole grade
@@ -133,3 +135,19 @@ def test_a_batchs_grades_share_one_zygote_which_leaves_with_the_batch(tmp_path):
     assert len(zygotes) == 1 and workers, (zygotes, workers)
     assert not (zygotes | workers) & set(_staged())
     assert not list(tmp.glob("grade-worker-*"))
+    shutil.rmtree(tmp)
+
+
+@FORKED
+def test_a_tmpdir_too_long_for_the_fork_servers_socket_gets_fresh_grade_processes(tmp_path, monkeypatch):
+    """A TMPDIR where the fork server's socket path would not fit (AF_UNIX paths are short): every
+    grade would fail to start; they run in fresh processes instead."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setenv("TMPDIR", str(deep))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() caches its answer
+    assert not forked_grades.available()
+    notebook = (REPO / "assignment" / "a2s1" / "reference" / "A2S1.py").read_text()
+    source = write_zip(tmp_path / "ada.zip", {"A2S1.py": notebook})
+    assert grade_one(source, tmp_path / "out", grade_args=["--assignment", "a2s1"], timeout=120) == "graded"
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["score"] == 12

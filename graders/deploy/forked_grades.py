@@ -12,6 +12,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 
@@ -33,7 +34,22 @@ def available() -> bool:
     worker in bwrap has a /tmp of its own, one under another uid cannot enter the folder. A worker
     of the grader's own uid that sees its /tmp (no bwrap, no uid drop) gets fresh processes instead."""
     caps = capabilities()
-    return "forkserver" in multiprocessing.get_all_start_methods() and (caps.bwrap is not None or caps.uid)
+    return (
+        "forkserver" in multiprocessing.get_all_start_methods()
+        and (caps.bwrap is not None or caps.uid)
+        and _socket_path_fits()
+    )
+
+
+# The fork server's socket: TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX (multiprocessing's names).
+_LISTENER = os.path.join("pymp-12345678", "listener-12345678")
+_SUN_PATH_MAX = 107  # bytes of a Unix socket's path, its NUL aside
+
+
+def _socket_path_fits() -> bool:
+    """Whether the fork server's socket path fits under TMPDIR: a longer one makes every start of
+    it fail ("AF_UNIX path too long"); the grades then run in fresh processes."""
+    return len(os.fsencode(os.path.join(tempfile.gettempdir(), _LISTENER))) <= _SUN_PATH_MAX
 
 
 def _context() -> multiprocessing.context.ForkServerContext:
