@@ -181,5 +181,6 @@ def scenario_zips(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def graded(scenario_zips, tmp_path_factory) -> dict[str, dict]:
-    """Each scenario graded in single mode (real `grade` processes, two at a time), by stem."""
+    """Each scenario graded in single mode (one `grade` with every zip, in a grade process forked as
+    grade batch's: grade_all), by stem."""
     return grade_all(list(scenario_zips.values()), tmp_path_factory.mktemp("out"))
