@@ -11,11 +11,11 @@ import ctypes
 import multiprocessing
 import os
 import signal
-import sys
 import tempfile
 import traceback
 from pathlib import Path
 
+from graders.execution.quick_exit import exit_now
 from graders.execution.sandbox import capabilities, kill_tree
 
 # What a grade imports on its way (commands.grade, then runner.grade's own list); the fork server
@@ -81,12 +81,7 @@ def _child(argv: list[str], log: str) -> None:
     except BaseException:
         traceback.print_exc()
     finally:
-        zygote = sys.modules.get("graders.execution.zygote")
-        if zygote is not None:  # os._exit runs no atexit hook
-            zygote.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
+        exit_now(status)
 
 
 def grade_forked(argv: list[str], log: Path, timeout: float) -> int | None:
