@@ -2,7 +2,6 @@
 
 import json
 import os
-import subprocess
 import sys
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -11,6 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from graders.deploy.batch import run_grade
 from graders.scoring.results import SCHEMA_FILE
 
 REPO = Path(__file__).resolve().parent.parent
@@ -80,7 +80,7 @@ def grade_all(zips: list[Path], out: Path, jobs: int = 1, extra: list[str] = TES
     argvs = [[*map(str, chunk), "--out", str(out / f"job{i}"), "--quiet", *extra] for i, chunk in enumerate(chunks)]
     out.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(len(argvs)) as pool:
-        codes = list(pool.map(lambda i: _grade_process(argvs[i], out / f"job{i}.log", fresh), range(len(argvs))))
+        codes = list(pool.map(lambda i: run_grade(argvs[i], out / f"job{i}.log", 1800, fork=not fresh), range(len(argvs))))
     logs = [(out / f"job{i}.log").read_text(errors="replace") for i in range(len(argvs))]
     results = {}
     for i, chunk in enumerate(chunks):
@@ -92,16 +92,6 @@ def grade_all(zips: list[Path], out: Path, jobs: int = 1, extra: list[str] = TES
     for code, log in zip(codes, logs):
         assert code == 0, log[-3000:]
     return results
-
-
-def _grade_process(argv: list[str], log: Path, fresh: bool) -> int | None:
-    """`grade ARGV` with its output in `log`: its exit status (None: killed past the timeout)."""
-    from graders.deploy import forked_grades
-
-    if not fresh and forked_grades.available():
-        return forked_grades.grade_forked(argv, log, timeout=1800)
-    with open(log, "w") as fh:
-        return subprocess.run([*GRADE, *argv], cwd=REPO, stdout=fh, stderr=subprocess.STDOUT).returncode
 
 
 def _balanced(zips: list[Path], jobs: int, seconds: dict[str, float]) -> list[list[Path]]:

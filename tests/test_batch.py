@@ -36,9 +36,10 @@ def test_no_fork_server_where_a_worker_could_reach_it(sandbox_mode):
 
 
 ZYGOTE = b"gradeworker.zygote import serve"
+STAGED = b"grade-worker-"  # in the command line of whatever runs a worker's staged code
 
 
-def _staged(marker: bytes = b"grade-worker-") -> dict[int, bytes]:
+def _staged(marker: bytes = STAGED) -> dict[int, bytes]:
     """Live processes whose command line names a worker's staged code (client.Worker's stage; those
     staged under a folder: `marker`), with their command lines: workers, zygotes and the zygotes'
     children (workers and their waiters)."""
@@ -52,7 +53,7 @@ def _staged(marker: bytes = b"grade-worker-") -> dict[int, bytes]:
     return found
 
 
-def _split_zygotes(marker: bytes = b"grade-worker-") -> tuple[set[int], set[int]]:
+def _split_zygotes(marker: bytes = STAGED) -> tuple[set[int], set[int]]:
     """(workers, zygotes) alive now: a zygote runs no student code (and a fork server's outlives
     its grades); what it forks carries its command line, below it."""
     found, parents = _staged(marker), parent_pids()
@@ -64,7 +65,7 @@ def _worker_pids() -> set[int]:
     return _split_zygotes()[0]
 
 
-def _graded_watching_workers(grade, marker: bytes = b"grade-worker-") -> tuple[object, set[int], set[int]]:
+def _graded_watching_workers(grade, marker: bytes = STAGED) -> tuple[object, set[int], set[int]]:
     """grade()'s outcome, and every worker process and every zygote it started (seen below this
     process while it ran): those of other grades on the machine (another test run, a benchmark)
     are not among them."""
@@ -115,6 +116,11 @@ def test_a_refused_grade_says_why_in_its_log(tmp_path):
     assert "nope" in (tmp_path / "o" / "grade.log").read_text()
 
 
+def _a2s1_reference_zip(path: Path) -> Path:
+    """A2S1's reference notebook as a submission: the quickest whole grade (12/12)."""
+    return write_zip(path, {"A2S1.py": (REPO / "assignment" / "a2s1" / "reference" / "A2S1.py").read_text()})
+
+
 @FORKED
 def test_a_batchs_grades_share_one_zygote_which_leaves_with_the_batch(tmp_path):
     """The fork server starts the zygote (deploy/shared_zygote.py): every grade forks its workers
@@ -122,9 +128,8 @@ def test_a_batchs_grades_share_one_zygote_which_leaves_with_the_batch(tmp_path):
     # A short TMPDIR of its own (the fork server's socket path must fit; a test's tmp_path may not).
     folder, tmp = tmp_path / "class", Path(tempfile.mkdtemp(prefix="zs-"))
     folder.mkdir()
-    notebook = (REPO / "assignment" / "a2s1" / "reference" / "A2S1.py").read_text()
-    for name in ("ada", "bo", "cy"):  # a2s1: the quickest whole grade
-        write_zip(folder / f"{name}.zip", {"A2S1.py": notebook})
+    for name in ("ada", "bo", "cy"):
+        _a2s1_reference_zip(folder / f"{name}.zip")
     command = [*GRADE, "batch", str(folder), "--assignment", "a2s1", "--out", str(tmp_path / "out")]
     p, workers, zygotes = _graded_watching_workers(lambda: subprocess.run(
         command, cwd=REPO, env={**os.environ, "TMPDIR": str(tmp)}, capture_output=True, text=True, timeout=300), marker=str(tmp).encode())
@@ -147,7 +152,6 @@ def test_a_tmpdir_too_long_for_the_fork_servers_socket_gets_fresh_grade_processe
     monkeypatch.setenv("TMPDIR", str(deep))
     monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() caches its answer
     assert not forked_grades.available()
-    notebook = (REPO / "assignment" / "a2s1" / "reference" / "A2S1.py").read_text()
-    source = write_zip(tmp_path / "ada.zip", {"A2S1.py": notebook})
+    source = _a2s1_reference_zip(tmp_path / "ada.zip")
     assert grade_one(source, tmp_path / "out", grade_args=["--assignment", "a2s1"], timeout=120) == "graded"
     assert json.loads((tmp_path / "out" / "results.json").read_text())["score"] == 12

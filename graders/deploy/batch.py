@@ -68,10 +68,7 @@ def grade_one(source: Path, out: Path, grade_args: list[str], timeout: float) ->
     log = out / "grade.log"
     try:
         out.mkdir(parents=True, exist_ok=True)
-        if forked_grades.available():
-            returncode = forked_grades.grade_forked(argv, log, timeout)
-        else:
-            returncode = _grade_in_subprocess(argv, log, timeout)
+        returncode = run_grade(argv, log, timeout)
         _keep_tail(log, LOG_TAIL_BYTES)
         if returncode is None:
             return f"grade took longer than {timeout:g} s"
@@ -80,6 +77,14 @@ def grade_one(source: Path, out: Path, grade_args: list[str], timeout: float) ->
         return f"grade exited {returncode} without a report"
     except Exception as e:  # e.g. a fork server that could not start: that student's row says so
         return f"could not run grade: {type(e).__name__}: {e}"
+
+
+def run_grade(argv: list[str], log: Path, timeout: float, fork: bool = True) -> int | None:
+    """`grade ARGV` with its output into `log`: forked from the warm process where the platform has
+    a fork server (and `fork`), else a fresh one; its exit status, None past `timeout`."""
+    if fork and forked_grades.available():
+        return forked_grades.grade_forked(argv, log, timeout)
+    return _grade_in_subprocess(argv, log, timeout)
 
 
 def _grade_in_subprocess(argv: list[str], log: Path, timeout: float) -> int | None:
