@@ -29,7 +29,9 @@ HIDDEN_TEXT = ("scores.masked_fill(self.causal_mask", "weights = 20260", "def te
 # Wrap-ups far above Gradescope's: seven grades share two cores here, and the trusted side's imports
 # (pytest, torch, the checks) happen after the deadline when it is this early.
 TINY = ("--time-budget", "60", "--wrap-up", "54")  # 6 s of checks: the worker barely starts in that
-SLEEPER = ("--time-budget", "120", "--wrap-up", "60")
+# Checks stop 35 s in: the items before the loss's are done ~14 s in beside the other runs (trusted
+# imports 8 s, the worker's boot 10 s); the rest of the wait leaves a core idle, so it is short.
+SLEEPER = ("--time-budget", "120", "--wrap-up", "85")
 
 
 def _hostile(root: Path) -> dict[str, str]:

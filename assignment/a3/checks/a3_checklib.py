@@ -106,12 +106,12 @@ class A3:
 
     # -- reference ----------------------------------------------------------------------------
     def ref_module(self, cls: str, case: Case, state: dict | None = None,
-                   module: torch.nn.Module | None = None) -> torch.nn.Module:
+                   module: torch.nn.Module | None = None, dtype: torch.dtype = torch.float64) -> torch.nn.Module:
         if module is None:
             module = getattr(self.ref, cls)(self.ref.ModelConfig(**case.config))
-        module = module.double().eval()
+        module = module.to(dtype).eval()
         if state is not None:
-            module.load_state_dict({k: v.double() for k, v in state.items()})
+            module.load_state_dict({k: v.to(dtype) for k, v in state.items()})
         return module
 
     def weights(self, cls: str, case: Case, salt: int = 0) -> tuple[dict, torch.nn.Module]:
