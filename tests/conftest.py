@@ -47,6 +47,14 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return FileGroups(config, log)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The tests that run torch in this process (test_reference, test_fingerprints, ...) do so beside
+    the other process's grades: one thread, as the grade's trusted side uses, not a pool of two
+    contending for the same two cores. (The controller of `-n 2` collects nothing, imports no torch.)"""
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+
+
 def reference_files() -> dict[str, str]:
     return {name: (REFERENCE / name).read_text() for name in FILES}
 

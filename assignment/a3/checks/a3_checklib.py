@@ -97,6 +97,10 @@ def activations(case: Case, gen: torch.Generator, length: int | None = None) -> 
     return torch.randn((case.batch, length or case.length, case.d_model), generator=gen)
 
 
+_WEIGHTS: dict[tuple, tuple[dict[str, torch.Tensor], torch.nn.Module]] = {}  # A3.weights, oldest first
+_WEIGHTS_KEPT = 512  # the checks use about 150 (cls, case, salt)
+
+
 class A3:
     """One check's view of the reference and the student's worker."""
 
@@ -115,10 +119,21 @@ class A3:
         return module
 
     def weights(self, cls: str, case: Case, salt: int = 0) -> tuple[dict, torch.nn.Module]:
-        """Random weights for `cls` and the float64 reference module holding them."""
-        module = getattr(self.ref, cls)(self.ref.ModelConfig(**case.config))  # built once: ~3 ms each
-        state = random_state(module, generator(case, salt, self.seed))
-        return state, self.ref_module(cls, case, state, module)
+        """Random weights for `cls` and the float64 reference module holding them. The same for
+        every grade: a process that grades many zips builds each once (a tenth of a grade's
+        trusted time). The checks only read them, but for the gradients a backward pass leaves,
+        which are cleared here."""
+        key = (cls, case, salt, self.seed, self.ref)
+        if key not in _WEIGHTS:
+            if len(_WEIGHTS) >= _WEIGHTS_KEPT:
+                del _WEIGHTS[next(iter(_WEIGHTS))]
+            module = getattr(self.ref, cls)(self.ref.ModelConfig(**case.config))
+            state = random_state(module, generator(case, salt, self.seed))
+            _WEIGHTS[key] = (state, self.ref_module(cls, case, state, module))
+        state, module = _WEIGHTS[key]
+        for p in module.parameters():
+            p.grad = None
+        return dict(state), module
 
     # -- the student's side -------------------------------------------------------------------
     def build(self, cls: str, case: Case, state: dict | None, handle: str = "m", train_mode: bool = False) -> str:
