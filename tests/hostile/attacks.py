@@ -110,9 +110,12 @@ def attacks(t: Target) -> dict[str, Attack]:
                                   "        logits = self(input_ids[:, :-1]) * float('nan')\n"),
                            may_lose=frozenset({LOSS, TRAINING}), must_lose=frozenset({LOSS, TRAINING}),
                            what="the loss is NaN"),
-        "hang_at_import_of_train": Attack(at_import("train.py", "while True:\n    pass"),
+        # Asleep, not spinning: the import timeout is wall-clock either way, and a spin here burned 30 CPU-s
+        # of the suite's two cores (spinning hangs: the scenarios' hang_in_generate, the cost suite's
+        # hang_in_attention, a2s1's cell_hangs at import).
+        "hang_at_import_of_train": Attack(at_import("train.py", "import time\nwhile True:\n    time.sleep(1)"),
                                           may_lose=frozenset({TRAINING}), must_lose=frozenset({TRAINING}),
-                                          says=(TRAINING, "timed out"), what="spin forever at import of train.py"),
+                                          says=(TRAINING, "timed out"), what="hang forever at import of train.py"),
         "os_exit_at_import_of_train": Attack(at_import("train.py", "import os\nos._exit(0)"),
                                              may_lose=frozenset({TRAINING}), must_lose=frozenset({TRAINING}),
                                              says=(TRAINING, "train.py"), what="os._exit(0) at import of train.py"),
