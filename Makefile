@@ -4,7 +4,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo template clean
+.PHONY: system install test lint demo template clean
+
+# bubblewrap (the sandbox's namespaces) and Chromium (the browser tests): installed if missing, or
+# the exact command printed and nothing else run (scripts/system-packages, shared with .ci/run).
+system:
+	@scripts/system-packages
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +28,7 @@ install: $(STAMP)
 # grade is waiting (timeouts, worker start-ups), which the other process fills.
 # Bytecode written, whatever the machine's PYTHONDONTWRITEBYTECODE says: the suite starts ~140
 # Python processes, each of which would otherwise compile the grader's modules again.
-test: $(STAMP)
+test: system $(STAMP)
 	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -n 2
 
 # ruff (lint and format) and mypy on graders/, configured in pyproject.toml.
@@ -33,7 +38,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 # Grades the reference (full marks) and a copy with a planted bug (loses 3(a)iii's points).
-demo: $(STAMP)
+demo: system $(STAMP)
 	$(PY) -m graders.tools.demo demo
 
 # Regenerates student_template/tests/data/ from reference/a3 (same bytes every run).
