@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from graders import __version__
 from graders.checks.reference import load_reference
+from graders.execution import policy
 from graders.execution.breaker import Breaker, call_structure
 from graders.execution.client import Worker, WorkerError
 from graders.execution.outcomes import captured_output, describe_import_error, left_running, postponed_note
@@ -82,11 +83,7 @@ def _grade_written(g: _Grade, intake: Intake) -> Results:
     items = [score_item(item, [checked[c.name] for c in item.checks]) for item in g.spec.items]
     ran = {}
     if worker is not None:
-        ran = dict(
-            output=captured_output(g.workers, g.spec.limits.output_cap_bytes),
-            sandbox=worker.layers,
-            sandbox_notes=list(worker.sandbox.caps.notes),
-        )
+        ran = dict(output=captured_output(g.workers, g.spec.limits.output_cap_bytes), **_sandbox(worker, g.spec))
     return _results(
         g, intake, items, problems={**intake.problems, **problems, **code_problems}, warnings=warnings, **ran
     )
@@ -201,8 +198,18 @@ def _checked_results(
         training=ctx.training,
         warnings=warnings,
         output=captured_output(g.workers, g.spec.limits.output_cap_bytes),
+        **_sandbox(worker, g.spec),
+    )
+
+
+def _sandbox(worker: Worker, spec: Spec) -> dict[str, Any]:
+    """What results.json says of the sandbox: its layers, the level asked, what was missing."""
+    verdict = policy.assess(spec.limits.sandbox, worker.sandbox.caps)
+    return dict(
         sandbox=worker.layers,
         sandbox_notes=list(worker.sandbox.caps.notes),
+        sandbox_level=spec.limits.sandbox,
+        sandbox_missing=[str(m) for m in verdict.missing],
     )
 
 

@@ -81,6 +81,13 @@ class Limits(_Strict):
     open_files: int = Field(256, ge=32, description="RLIMIT_NOFILE")
     processes: int = Field(64, ge=8, description="RLIMIT_NPROC and the pids cgroup (threads count)")
     scratch_mb: int = Field(256, ge=16, description="size of the worker's scratch folder and /tmp, each (bwrap)")
+    sandbox: Literal["full", "container", "minimal"] = Field(
+        "full",
+        description="the sandbox student code must run under, or the grade is refused before anything runs "
+        "(graders/execution/policy.py): full, every layer (bwrap, the sandbox uid as root, Landlock, seccomp); "
+        "container, all but bwrap, inside a container that isolates the grade (Gradescope, --backend docker); "
+        "minimal, whatever the machine gives, every report then warning which layers were missing",
+    )
     workers: int = Field(
         0,
         ge=0,
@@ -232,6 +239,10 @@ class Spec(_Strict):
     def code_file(self) -> str | None:
         """Engine written: the .py file whose functions the key's code parts run, if the spec has one."""
         return next((f for f in self.required_files if f.endswith(".py")), None)
+
+    def runs_student_code(self) -> bool:
+        """Whether a grade runs submitted code (in the sandboxed worker), which the sandbox level guards."""
+        return self.engine == "checks" or self.code_file() is not None
 
     def modules(self) -> list[str]:
         """What the worker imports when it starts: the required .py files, in order, but notebooks."""

@@ -2,6 +2,8 @@
 
 import json
 import os
+import shutil
+import subprocess
 import sys
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +55,33 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     contending for the same two cores. (The controller of `-n 2` collects nothing, imports no torch.)"""
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
+
+
+# Installed by `make test` (scripts/system-packages): a test that needs one fails without it, never skips.
+SET_UP = "run scripts/system-packages as root (make test does), or: sudo apt-get install -y bubblewrap chromium"
+
+
+def require_bwrap() -> str:
+    """bwrap's path; the test fails, naming the set-up, where it is missing."""
+    path = shutil.which("bwrap")
+    assert path, f"bubblewrap is not installed: {SET_UP}"
+    return path
+
+
+def uid_drop_works_without_bwrap() -> bool:
+    """Whether the sandbox, without bwrap (as in a container), can run this venv's Python as a
+    sandbox uid: not on a machine whose Python lives under root's 0700 home (pyenv)."""
+    p = subprocess.run([*GRADE[:1], "-c", "from graders.execution.sandbox import capabilities; print(capabilities().uid)"],
+                       cwd=REPO, env={**os.environ, "GRADER_SANDBOX": "container"}, capture_output=True, text=True,
+                       timeout=60)
+    return p.stdout.strip() == "True"
+
+
+def container_level() -> str:
+    """The sandbox level a grade under GRADER_SANDBOX=container may ask for here: `container` where
+    the uid drop works without bwrap, else (student code would be uid 0, capabilities dropped) only
+    `minimal`, which the TA must ask for."""
+    return "container" if uid_drop_works_without_bwrap() else "minimal"
 
 
 def reference_files() -> dict[str, str]:

@@ -96,7 +96,8 @@ def test_a_grade_past_the_batch_timeout_is_killed_with_its_worker(tmp_path, sand
     # batch's timeout ends the grade: only killing the whole tree ends the worker too.
     files = edited("utils.py", "import torch\n", "import time\nimport torch\ntime.sleep(600)\n")
     outcome, workers, _ = _graded_watching_workers(
-        lambda: grade_one(write_zip(tmp_path / "sleeper.zip", files), tmp_path / "out", grade_args=[], timeout=5))
+        lambda: grade_one(write_zip(tmp_path / "sleeper.zip", files), tmp_path / "out",
+                          grade_args=["--sandbox", "minimal" if sandbox_mode == "plain" else "full"], timeout=5))
     assert outcome == "grade took longer than 5 s"
     assert not (tmp_path / "out" / "results.json").exists()
     assert workers, "no worker of the grade was seen running: nothing was killed"

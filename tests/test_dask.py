@@ -4,6 +4,7 @@ even when the worker grading a submission is SIGKILLed mid-grade; a submission w
 more often than --retries allows ends as its own 'could not run grade' report. Slurm cannot run
 here: the job script SLURMCluster would submit is rendered and checked."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -87,25 +88,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def running_cluster(tmp_path_factory):
-    """A scheduler and two worker processes (under their nannies, which restart a killed one),
+@contextlib.contextmanager
+def _cluster(logs: Path, workers: int, env: dict[str, str]):
+    """A scheduler and `workers` worker processes (under their nannies, which restart a killed one),
     started as a TA would start them on a cluster, each a separate process."""
     from distributed import Client
 
-    logs = tmp_path_factory.mktemp("dask-logs")
     address = f"tcp://127.0.0.1:{_free_port()}"
     started = []
     for name, cmd in (("scheduler", ["scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1]]),
-                      ("worker", ["worker", address, "--nworkers", "2", "--nthreads", "1"])):
+                      ("worker", ["worker", address, "--nworkers", str(workers), "--nthreads", "1"])):
         with open(logs / f"{name}.log", "wb") as log:
             # Workers that may have children: each grade forked from a warm process, as the README says.
             started.append(subprocess.Popen([str(DASK), *cmd, "--dashboard-address", "127.0.0.1:0"], cwd=REPO,
                                             stdout=log, stderr=subprocess.STDOUT,
-                                            env={**os.environ, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}))
+                                            env={**env, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}))
     client = Client(address, timeout=60)
     try:
-        client.wait_for_workers(2, timeout=120)
+        client.wait_for_workers(workers, timeout=120)
         yield {"address": address, "client": client, "logs": logs}
     finally:
         client.close()
@@ -116,6 +116,28 @@ def running_cluster(tmp_path_factory):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@pytest.fixture(scope="module")
+def running_cluster(tmp_path_factory):
+    with _cluster(tmp_path_factory.mktemp("dask-logs"), 2, dict(os.environ)) as cluster:
+        yield cluster
+
+
+def test_a_worker_without_the_sandbox_stops_the_batch_before_any_task(scenario_zips, tmp_path):
+    """A Dask worker whose machine has no bubblewrap: the batch asks every worker first, refuses
+    (exit status 3), names the worker and what it lacks, and writes no grade at all."""
+    folder = tmp_path / "class"
+    folder.mkdir()
+    shutil.copy(scenario_zips["reference"], folder / "ann.zip")
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    (tmp_path / "logs").mkdir()
+    with _cluster(tmp_path / "logs", 1, {**os.environ, "PATH": str(empty)}) as cluster:
+        p = _batch(folder, tmp_path / "out", "--scheduler", cluster["address"])
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert "the Dask worker tcp://127.0.0.1:" in p.stderr and "bubblewrap is not installed" in p.stderr, p.stderr
+    assert not (tmp_path / "out" / "ann").exists() and not (tmp_path / "out" / "grades.csv").exists()
 
 
 def _grade_processes(name: str) -> set[int]:

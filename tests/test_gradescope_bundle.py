@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 from pydantic import ValidationError
 
-from conftest import GRADE, REPO, SPARE, TEST_LIMITS, edited, reference_files
+from conftest import GRADE, REPO, SPARE, TEST_LIMITS, container_level, edited, reference_files, uid_drop_works_without_bwrap
 from graders.deploy import bundle
 from graders.tools import demo
 from graders.reports.gradescope import SCHEMA_FILE
@@ -108,7 +108,7 @@ def runs(tmp_path_factory) -> dict[str, dict]:
         "reference": (reference_files(), ["--", *limits, *SPARE], {}),
         "planted_bug": (planted_files, ["--", *limits], {}),
         # As a default Docker container (Gradescope's) allows: no bwrap, no cgroups; uid drop, Landlock, seccomp.
-        "hostile": (None, ["--", *limits], {"GRADER_SANDBOX": "container"}),
+        "hostile": (None, ["--", *limits], {"GRADER_SANDBOX": "container", "GRADER_SANDBOX_LEVEL": container_level()}),
         "tiny_budget": (reference_files(), [*TINY, "--", *limits], {}),
         # get_loss_on_batch never returns and a call may take 300 s: only the deadline ends its check.
         # The items checked before it (attention, block, generate) finish; those after it never start.
@@ -117,6 +117,8 @@ def runs(tmp_path_factory) -> dict[str, dict]:
                     [*SLEEPER, "--", *limits, "--limit", "call_timeout_s=300"], {}),
         "killed": (reference_files(), ["--time-budget", "4", "--wrap-up", "1", "--", *limits], {}),
         "grade_dies": (reference_files(), ["--", "--limit", "memory_mb=lots"], {}),
+        # A container that cannot give the bundle's level (here: every layer left out): refused, no score.
+        "refused": (reference_files(), ["--", *limits], {"GRADER_SANDBOX": "plain"}),
         "a2s1": ({"A2S1.py": (REPO / "assignment" / "a2s1" / "reference" / "A2S1.py").read_text()}, [], {}),
     }
     roots = {name: _root(base, name, notebook_archive if name == "a2s1" else archive,
@@ -144,6 +146,8 @@ def runs(tmp_path_factory) -> dict[str, dict]:
         run = _RUNS[name]
         log = (run["root"] / "log.txt").read_text()
         run.update(log=log, seconds=ended[name] - started, code=proc.returncode)
+        if name == "refused":
+            continue
         assert proc.returncode == 0, log[-3000:]
         run["results"] = json.loads((run["root"] / "results" / "results.json").read_text())
         jsonschema.validate(run["results"], GS_SCHEMA)
@@ -183,20 +187,11 @@ def test_the_time_budget_is_validated():
             Gradescope(**bad)
 
 
-def _uid_drop_works() -> bool:
-    """Whether graders/execution/sandbox.py, without bwrap (as in a container), can run this venv's Python as a
-    sandbox uid: not here, where the base Python lives under root's 0700 home."""
-    p = subprocess.run([*GRADE[:1], "-c", "from graders.execution.sandbox import capabilities; print(capabilities().uid)"],
-                       cwd=REPO, env={**os.environ, "GRADER_SANDBOX": "container"}, capture_output=True, text=True,
-                       timeout=60)
-    return p.stdout.strip() == "True"
-
-
 def test_setup_verifies_the_venv_the_sandbox_uid_and_hides_the_source(runs):
     root = runs["reference"]["root"]
     p = subprocess.run(["bash", str(root / "source" / "setup.sh"), "verify"], env=_env(root), capture_output=True,
                        text=True, timeout=120)
-    if _uid_drop_works():
+    if uid_drop_works_without_bwrap():
         assert p.returncode == 0 and f"verified: 3." in p.stdout and "sandbox uid 61000" in p.stdout, p.stdout + p.stderr
     else:  # the pins passed; what the image must not have, this venv has, and verify says so
         assert p.returncode != 0 and "the sandbox uid 61000 cannot run" in p.stderr, p.stdout + p.stderr
@@ -232,12 +227,23 @@ def test_hostile_submission_forges_nothing_reads_nothing_kills_nothing(runs):
     gs, ours = run["results"], run["ours"]
     assert gs["score"] == ours["score"] == 30 and ours["grader_error"] is None  # the grader lived to write it
     # uid only where this venv's Python is readable by the sandbox uid (in the image; not here).
-    assert ours["sandbox"] == ("uid+rlimits" if _uid_drop_works() else "rlimits+reaper") + "+landlock+seccomp"
+    assert ours["sandbox"] == ("uid+rlimits" if uid_drop_works_without_bwrap() else "rlimits+reaper") + "+landlock+seccomp"
     printed = ours["output"]["stdout"]
     for attack in ("forge", "read", "kill"):
         assert f"HOSTILE {attack} refused" in printed, printed[-2000:]
     everything = json.dumps(gs) + json.dumps(ours) + run["log"]
     assert not any(text in everything for text in HIDDEN_TEXT)
+
+
+def test_a_container_that_cannot_give_the_bundles_sandbox_refuses_and_scores_nothing(runs):
+    """Fail closed on Gradescope: no results.json at all (Gradescope counts no score and shows the
+    staff this output), never the score-0 file a student would read as their grade."""
+    run = runs["refused"]
+    assert run["code"] == 3, run["log"][-2000:]
+    assert "refusing to grade" in run["log"] and "--sandbox container requires" in run["log"], run["log"][-2000:]
+    assert "missing uid" in run["log"] or "missing landlock" in run["log"], run["log"][-2000:]
+    assert not (run["root"] / "results" / "results.json").exists()
+    assert not (run["root"] / "grader-out" / "results.json").exists()
 
 
 def test_a_tiny_budget_still_writes_results_in_time_saying_what_did_not_finish(runs):

@@ -4,17 +4,20 @@ of it is left behind when the process ends."""
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from conftest import GRADE, REPO, TEST_LIMITS, reference_files, write_zip
+from conftest import GRADE, REPO, TEST_LIMITS, reference_files, require_bwrap, write_zip
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("bwrap") is None,
-                                reason="the zygote serves only where bwrap runs as root")
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the zygote serves only where bwrap runs as root")
+
+
+@pytest.fixture(autouse=True)
+def _bwrap() -> None:
+    require_bwrap()
 
 
 def _cmdline(pid: int) -> list[str]:

@@ -5,6 +5,7 @@ import functools
 import sys
 from pathlib import Path
 
+from graders.commands import sandbox_gate
 from graders.commands.overrides import with_limits
 from graders.deploy import docker_backend
 from graders.deploy.batch import Batch, GradeOne, grade_one, run_batch
@@ -40,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also compare the class's code: OUT/similarity.html and .csv, linked from summary.html",
     )
+    sandbox_gate.add_option(parser)
     dask = parser.add_argument_group("--engine dask (README: Grading on a Dask cluster)")
     dask.add_argument("--scheduler", metavar="tcp://HOST:8786", help="a running Dask scheduler to send the tasks to")
     dask.add_argument("--cluster", choices=("slurm",), help="start Dask workers as Slurm jobs (dask_jobqueue)")
@@ -95,9 +97,29 @@ def _grader(args: argparse.Namespace, spec: Spec) -> GradeOne:
     )
 
 
+def _sandbox_limits(args: argparse.Namespace) -> list[str]:
+    """--limit options with --sandbox; in a container of the grading image bwrap cannot run, and the
+    container isolates the grade: level container there, unless the TA asked for minimal."""
+    limits = sandbox_gate.as_limits(args)
+    if args.backend == "docker":
+        if args.sandbox == "full":
+            raise ValueError("--backend docker grades at --sandbox container: bwrap cannot run in its containers")
+        limits.append(f"sandbox={'minimal' if args.sandbox == 'minimal' else 'container'}")
+    return limits
+
+
+def _local_gate(args: argparse.Namespace, spec: Spec) -> int | None:
+    """Where the grades run on this machine (local, a Dask LocalCluster), its sandbox is checked
+    now; a cluster's workers are checked as the engine starts, a container checks its own."""
+    if args.backend == "docker" or args.scheduler or args.cluster:
+        return None
+    return sandbox_gate.check(spec, "grade batch")
+
+
 def main(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
+        args.limit = _sandbox_limits(args)
         spec = with_limits(load_spec(spec_path(args.assignment)), args.limit)
         _check(args)
         if args.similarity:
@@ -109,6 +131,9 @@ def main(argv: list[str]) -> int:
     except DockerUnavailable as e:
         print(f"grade batch --backend docker: {e}", file=sys.stderr)
         return 2
+    refused = _local_gate(args, spec)
+    if refused is not None:
+        return refused
     return run_batch(
         Batch(
             input=args.input,

@@ -16,6 +16,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, required=True, help="the zip to write, e.g. autograder.zip")
     parser.add_argument("--assignment", default="a3")
     parser.add_argument("--dir", type=Path, help="also unpack it into this folder (the Docker build context)")
+    parser.add_argument(
+        "--sandbox",
+        choices=("full", "container", "minimal"),
+        default="container",
+        help="the sandbox level run_autograder grades at (default container: Gradescope's containers allow no "
+        "bwrap); a container that cannot give it refuses to grade, and Gradescope shows no score",
+    )
     args = parser.parse_args(argv)
     from graders.deploy.bundle import write_bundle, write_folder
 
@@ -31,13 +38,15 @@ def main(argv: list[str]) -> int:
                     file=sys.stderr,
                 )
                 return 1
-        path = write_bundle(spec, args.out)
+        path = write_bundle(spec, args.out, args.sandbox)
         if args.dir:
-            write_folder(spec, args.dir)
+            write_folder(spec, args.dir, args.sandbox)
     except (SpecError, ValueError, OSError) as e:
         print(f"grade gradescope-bundle: {e}", file=sys.stderr)
         return 2
-    print(f"bundle: {path}" + (f", unpacked in {args.dir}" if args.dir else ""))
+    print(
+        f"bundle: {path}" + (f", unpacked in {args.dir}" if args.dir else "") + f"; grades at --sandbox {args.sandbox}"
+    )
     return 0
 
 

@@ -8,7 +8,9 @@ import sys
 import traceback
 from pathlib import Path
 
+from graders.commands import sandbox_gate
 from graders.commands.overrides import with_limits, with_settings
+from graders.execution.policy import REFUSED_STATUS, SandboxRefused
 from graders.reports.console import table
 from graders.reports.gradescope import write_gradescope
 from graders.reports.html import write_report
@@ -57,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
         help="grade only this item (repeatable), e.g. --only '3(b)iii'; the report then covers "
         "just those items and says so",
     )
+    sandbox_gate.add_option(parser)
     parser.add_argument(
         "--gradescope",
         type=Path,
@@ -72,16 +75,24 @@ def main(argv: list[str]) -> int:
     if args.gradescope and len(args.submissions) != 1:
         parser.error("--gradescope takes exactly one submission")
     try:
-        spec = with_settings(with_limits(load_spec(spec_path(args.assignment)), args.limit), args.settings)
+        limits = sandbox_gate.as_limits(args)
+        spec = with_settings(with_limits(load_spec(spec_path(args.assignment)), limits), args.settings)
         if args.only:
             spec = spec.only(args.only)
     except (SpecError, ValueError) as e:
         print(f"grade: {e}", file=sys.stderr)
         return 2
+    refused = sandbox_gate.check(spec, "grade")
+    if refused is not None:
+        return refused
     status = 0
-    for source in args.submissions:
-        out = args.out if len(args.submissions) == 1 else args.out / source.stem
-        status = max(status, _grade_one(source, spec, out, args))
+    try:
+        for source in args.submissions:
+            out = args.out if len(args.submissions) == 1 else args.out / source.stem
+            status = max(status, _grade_one(source, spec, out, args))
+    except SandboxRefused as e:  # the worker's own wall (client.Worker): nothing of this one is reported
+        print(f"grade: {e}", file=sys.stderr)
+        return REFUSED_STATUS
     return status
 
 
@@ -92,6 +103,8 @@ def _grade_one(source: Path, spec: Spec, out: Path, args: argparse.Namespace) ->
     status = 0
     try:
         results = grade(source, spec, out_dir=out)
+    except SandboxRefused:
+        raise
     except Exception as e:  # the grader's own failure: still a report, with score 0 and why
         results = fallback_results(source, spec, f"{type(e).__name__}: {e}")
         traceback.print_exc()
@@ -132,5 +145,7 @@ def _print(source: Path, results: Results, path: Path, html: Path | None, quiet:
         for w in results.warnings:
             print(f"warning: {w}")
         print(f"report: {path}" + (f" and {html}" if html else ""))
+    if results.sandbox_warning:  # quiet or not: a grade under fewer layers is never silent
+        print(f"WARNING: {results.sandbox_warning}")
     if results.grader_error:
         print(f"grader error: {results.grader_error}", file=sys.stderr)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import jsonschema
 
+from graders.execution.policy import REFUSED_STATUS
 from graders.execution.sandbox import become_reaper, kill_until_gone, orphans
 from graders.reports.gradescope import schema, write_gradescope
 from graders.scoring.fallback import fallback_results
@@ -75,6 +76,9 @@ def run(root: Path, assignment: str, budget: float | None, wrap_up: float | None
     cmd = [sys.executable, "-m", "graders.cli", str(root / "submission"), "--out", str(work)]
     cmd += ["--assignment", assignment, "--gradescope", str(staged), "--limit", f"total_timeout_s={checks_s:.3f}"]
     code = _grade(cmd + grade_args, budget)
+    if code == REFUSED_STATUS:  # the grade said why on stderr: no results.json, so Gradescope counts no score
+        print("run_autograder: grading refused for this container's sandbox; no results written", file=sys.stderr)
+        return REFUSED_STATUS
     if code is None:
         _fail(
             root,
@@ -121,9 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--assignment", default="a3")
     parser.add_argument("--time-budget", type=float, help="seconds (default: the spec's [gradescope] time_budget_s)")
     parser.add_argument("--wrap-up", type=float, help="seconds (default: the spec's [gradescope] wrap_up_s)")
+    parser.add_argument("--sandbox", choices=("full", "container", "minimal"), help="passed on to grade")
     parser.add_argument("grade_args", nargs=argparse.REMAINDER, help="after --: more `grade` options, e.g. --limit")
     args = parser.parse_args(argv)
     extra = args.grade_args[1:] if args.grade_args[:1] == ["--"] else args.grade_args
+    extra = ([f"--sandbox={args.sandbox}"] if args.sandbox else []) + extra
     return run(args.root, args.assignment, args.time_budget, args.wrap_up, extra)
 
 

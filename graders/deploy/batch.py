@@ -15,7 +15,9 @@ from pathlib import Path
 from graders.deploy import forked_grades
 from graders.deploy.dask_engine import DaskEngine, DaskOptions
 from graders.deploy.gradebook import write_gradebook
+from graders.deploy.refusal import BatchRefused, is_refusal, refused
 from graders.deploy.sources import write_sources
+from graders.execution.policy import REFUSED_STATUS
 from graders.execution.sandbox import kill_tree
 from graders.reports.html import write_report
 from graders.reports.results_file import write_results
@@ -72,6 +74,9 @@ def grade_one(source: Path, out: Path, grade_args: list[str], timeout: float) ->
         _keep_tail(log, LOG_TAIL_BYTES)
         if returncode is None:
             return f"grade took longer than {timeout:g} s"
+        refusal = refused(returncode, log.read_bytes())
+        if refusal:
+            return refusal
         if (out / "results.json").exists():
             return "graded" if returncode == 0 else "grader error"
         return f"grade exited {returncode} without a report"
@@ -119,7 +124,11 @@ def already_graded(path: Path) -> bool:
 def run_batch(batch: Batch) -> int:
     students = find_submissions(batch.input)
     todo = {s: src for s, src in students.items() if batch.force or not already_graded(batch.out / s / "results.json")}
-    failed, engine = _grade_all(batch, students, todo)
+    try:
+        failed, engine = _grade_all(batch, students, todo)
+    except BatchRefused as e:  # no grades, no gradebook: a rerun after the fix grades what is left
+        print(f"grade batch: {e}\nThe batch stopped; no submission was graded in that sandbox.", file=sys.stderr)
+        return REFUSED_STATUS
     graded = _read_results(batch.out, students, failed)
     write_gradebook(batch.out / "grades.csv", batch.spec, students, graded)
     write_sources(batch.out, batch.assignment, students)
@@ -184,12 +193,16 @@ def _grade_all(batch: Batch, students: dict[str, Path], todo: dict[str, Path]) -
     failed: dict[str, str] = {}
     engine = DaskEngine.start(batch.jobs, batch.dask) if batch.dask is not None and todo else None
     try:
+        if engine is not None and batch.spec.runs_student_code():
+            engine.check_sandbox(batch.spec.limits.sandbox)
         with tqdm(total=len(students), initial=len(students) - len(todo), desc="grading", unit="sub") as bar:
             if engine is not None:
                 outcomes = engine.grade(todo, batch.out, extra, timeout, bar)
             else:
                 outcomes = _in_threads(batch, todo, extra, timeout)
             for student, outcome in outcomes:
+                if is_refusal(outcome):
+                    raise BatchRefused(f"{student}: {outcome}")
                 if outcome not in ("graded", "grader error"):  # no report at all: still one, with score 0 and why
                     results = fallback_results(students[student], batch.spec, outcome)
                     write_results(results, batch.out / student)

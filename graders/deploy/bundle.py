@@ -74,11 +74,12 @@ def _tree(folder: Path) -> list[Path]:
     )
 
 
-def contents(spec: Spec) -> dict[str, tuple[bytes, int]]:
-    """Every file of the bundle: its path in the bundle, its bytes and its mode."""
+def contents(spec: Spec, sandbox: str = "container") -> dict[str, tuple[bytes, int]]:
+    """Every file of the bundle: its path in the bundle, its bytes and its mode; `sandbox`, the level
+    run_autograder grades at (graders/execution/policy.py)."""
     files: dict[str, tuple[bytes, int]] = {}
     for name in SCRIPTS:
-        text = (DOCKER / name).read_text().replace("@ASSIGNMENT@", spec.assignment)
+        text = (DOCKER / name).read_text().replace("@ASSIGNMENT@", spec.assignment).replace("@SANDBOX@", sandbox)
         files[name] = (text.encode(), 0o755)
     files["requirements.txt"] = (requirements().encode(), 0o644)
     folders = [
@@ -92,10 +93,10 @@ def contents(spec: Spec) -> dict[str, tuple[bytes, int]]:
     return dict(sorted(files.items()))
 
 
-def write_bundle(spec: Spec, out: Path) -> Path:
+def write_bundle(spec: Spec, out: Path, sandbox: str = "container") -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, (data, mode) in contents(spec).items():
+        for name, (data, mode) in contents(spec, sandbox).items():
             info = zipfile.ZipInfo(name, _STAMP)
             info.external_attr = (0o100000 | mode) << 16  # a regular file with these permission bits
             info.compress_type = zipfile.ZIP_DEFLATED
@@ -103,9 +104,9 @@ def write_bundle(spec: Spec, out: Path) -> Path:
     return out
 
 
-def write_folder(spec: Spec, folder: Path) -> Path:
+def write_folder(spec: Spec, folder: Path, sandbox: str = "container") -> Path:
     """The same files unpacked (the Docker build context)."""
-    for name, (data, mode) in contents(spec).items():
+    for name, (data, mode) in contents(spec, sandbox).items():
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from graders.deploy.accept import accept_results
+from graders.deploy.refusal import BatchRefused, refused
 from graders.intake.submission import MAX_ZIP_BYTES
 
 MAX_LOG_BYTES = 200_000
@@ -144,6 +145,15 @@ class DaskEngine:
 
         self.client.run_on_scheduler(allow)
 
+    def check_sandbox(self, level: str) -> None:
+        """Every worker up now can give the sandbox `level`, or BatchRefused naming the first that
+        cannot (a worker that joins later refuses its first task, which stops the batch the same way)."""
+        from graders.execution.policy import refusal_here
+
+        for address, why in sorted(self.client.run(refusal_here, level).items()):
+            if why:
+                raise BatchRefused(f"the Dask worker {address}: {why}")
+
     def describe(self) -> str:
         """Which engine, and how many workers it had at most: for the class summary."""
         return f"Dask ({self.kind}), {self.most_workers} worker{'s' if self.most_workers != 1 else ''}"
@@ -230,6 +240,9 @@ def store(payload: Any, dest: Path, timeout: float) -> str:
     returncode = payload.get("returncode")
     if returncode is None:
         return f"grade took longer than {timeout:g} s"
+    refusal = refused(returncode, log if isinstance(log, bytes) else b"")
+    if refusal and "results.json" not in payload["files"]:
+        return refusal
     if "results.json" not in payload["files"]:
         return f"grade exited {returncode} without a report"
     staging = Path(tempfile.mkdtemp(prefix="dask-staging-"))

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from graders.deploy.accept import accept_results
+from graders.deploy.refusal import refused
 from graders.spec import Limits
 
 SOURCE = "/autograder/source"
@@ -141,6 +142,9 @@ def grade_in_container(
         finally:
             logs = container.logs(stdout=True, stderr=True)
             (out / "grade.log").write_bytes(logs[-MAX_LOG_BYTES:])
+        refusal = refused(code, logs)
+        if refusal:
+            return refusal
         try:
             results = accept_results(staging, out)
         except (OSError, ValueError) as e:

@@ -9,7 +9,9 @@ grade spawns its own sandboxed worker, exactly as a `grade` command does.
 
 import ctypes
 import multiprocessing
+import multiprocessing.util
 import os
+import shutil
 import signal
 import tempfile
 import traceback
@@ -52,10 +54,24 @@ def _socket_path_fits() -> bool:
     return len(os.fsencode(os.path.join(tempfile.gettempdir(), _LISTENER))) <= _SUN_PATH_MAX
 
 
+_made: dict[str, int] = {}  # the fork server's folder (TMPDIR/pymp-*), by the pid that made it
+
+
 def _context() -> multiprocessing.context.ForkServerContext:
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload([*PRELOAD, __name__])  # __name__: _child's module
+    folder = multiprocessing.util.get_temp_dir()  # made now, by this process, if not yet
+    _made.setdefault(folder, os.getpid())
     return ctx
+
+
+def cleanup() -> None:
+    """Remove the fork server's folder, in the process that made it: multiprocessing removes it
+    at interpreter exit, which a grade process skips (quick_exit.py); a forked grade keeps it."""
+    for folder, pid in list(_made.items()):
+        if pid == os.getpid():
+            shutil.rmtree(folder, ignore_errors=True)
+            del _made[folder]
 
 
 _PR_SET_PDEATHSIG = 1

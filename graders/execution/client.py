@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from graders.execution import policy
 from graders.execution.breaker import Breaker
-from graders.execution.sandbox import Sandbox
+from graders.execution.sandbox import Sandbox, capabilities
 from graders.execution.worker import protocol
 from graders.execution.zygote import Forked, give_up, is_zygote_stage, stage_worker_code, start_forked, warm, zygote
 from graders.spec import Limits
@@ -142,6 +143,10 @@ class Worker:
     """One submission's worker. `modules` are imported at every (re)start, in order."""
 
     def __init__(self, scratch: Path, limits: Limits, modules: list[str]):
+        # The last wall: no worker starts under fewer layers than the level (the commands refuse earlier).
+        verdict = policy.assess(limits.sandbox, capabilities())
+        if not verdict.ok:
+            raise policy.SandboxRefused(policy.refusal(verdict))
         self.scratch, self.limits = scratch, limits
         self.modules = list(modules)
         # Requests re-sent at every (re)start after the imports: a notebook's cells that ran, so

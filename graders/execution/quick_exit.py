@@ -12,6 +12,9 @@ def exit_now(status: int) -> NoReturn:
     zygote = sys.modules.get("graders.execution.zygote")  # not imported where no worker ran
     if zygote is not None:
         zygote.shutdown()
+    forked = sys.modules.get("graders.deploy.forked_grades")  # a batch's fork server, if it started one
+    if forked is not None:
+        forked.cleanup()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(status)

@@ -23,7 +23,6 @@ GRADER_SANDBOX=container keeps only what a default Docker container allows (uid 
 Landlock, seccomp, the reaper), to test that fallback on a machine that has more.
 """
 
-import fcntl
 import functools
 import os
 import platform
@@ -31,20 +30,22 @@ import resource
 import shutil
 import signal
 import site
+import socket
+import stat
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from graders.execution.worker import landlock
+from graders.execution.worker.privileges import give_up_root
 from graders.spec import Limits
 
 UID_BASE, UID_SLOTS = 61000, 1000
 # Every worker's namespaces: it dies with the grader, in a session, PID, network, IPC, UTS and
-# cgroup namespaces of its own, with no capabilities (but the two a uid drop needs, added after).
+# cgroup namespaces of its own, with no capabilities (but the three a uid drop needs, added after).
 BWRAP_ISOLATION = (
     "--die-with-parent",
     "--new-session",
@@ -57,7 +58,8 @@ BWRAP_ISOLATION = (
     "ALL",
 )
 PROC_READ = ("/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg", "/proc/sys")
-_LOCK_DIR = Path(tempfile.gettempdir()) / "transformer-grader-uids"
+# What the worker needs of root to give it up inside bwrap: the uid drop, and the bounding set emptied.
+UID_DROP_CAPS = ("--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP")
 
 
 def _python_paths() -> list[str]:
@@ -103,6 +105,7 @@ class Capabilities:
     seccomp: bool = False  # the worker installs graders/execution/worker/seccomp.py's filter on itself
     reaper: bool = True  # may become the subreaper when nothing else can catch a daemon
     notes: tuple[str, ...] = ()
+    why: dict[str, str] = field(default_factory=dict)  # layer -> why it is missing here (policy.py)
 
 
 def _as_uid(uid: int):
@@ -151,39 +154,46 @@ def capabilities() -> Capabilities:
     """Probe each layer once (about 30 ms): what fails here is left out and said so."""
     mode = os.environ.get("GRADER_SANDBOX", "auto")
     if mode == "plain":
-        return Capabilities(None, False, reaper=False, notes=("GRADER_SANDBOX=plain: only rlimits",))
+        off = dict.fromkeys(("bwrap", "uid", "cgroup", "landlock", "seccomp"), "GRADER_SANDBOX=plain leaves it out")
+        return Capabilities(None, False, reaper=False, notes=("GRADER_SANDBOX=plain: only rlimits",), why=off)
     if mode not in ("auto", "container"):
         raise ValueError(f"GRADER_SANDBOX={mode}: expected auto, container or plain")
-    notes = []
+    why: dict[str, str] = {}
     if mode == "container":
-        notes.append("GRADER_SANDBOX=container: no bwrap and no cgroups, as in a default Docker container")
+        why["bwrap"] = why["cgroup"] = "GRADER_SANDBOX=container leaves it out, as in a default Docker container"
     root = os.geteuid() == 0
-    bwrap = _probe_bwrap(root, notes) if mode == "auto" else None
-    can_uid = _probe_uid(root, bwrap, notes)
+    bwrap = _probe_bwrap(root, why) if mode == "auto" else None
+    can_uid = _probe_uid(root, bwrap, why)
     v1, v2 = _own_cgroup_dirs() if mode == "auto" else ({}, None)
     v1 = {c: d for c, d in v1.items() if _can_make(d)}
     v2 = v2 if v2 is not None and not v1 and _can_make(v2) else None
     if not v1 and v2 is None:
-        notes.append("no cgroup: none can be created here")
+        why.setdefault("cgroup", "none can be created here")
     abi = landlock.abi_version()
     if abi < 1:
-        notes.append("no landlock in this kernel")
+        why["landlock"] = "not in this kernel"
     seccomp = platform.machine() in ("x86_64", "aarch64")
     if not seccomp:
-        notes.append(f"no seccomp filter for {platform.machine()}")
-    return Capabilities(bwrap, can_uid, v1, v2, abi, seccomp=seccomp, notes=tuple(notes))
+        why["seccomp"] = f"no seccomp filter for {platform.machine()}"
+    notes = tuple(_note(layer, text) for layer, text in why.items())
+    return Capabilities(bwrap, can_uid, v1, v2, abi, seccomp=seccomp, notes=notes, why=why)
 
 
-def _probe_bwrap(root: bool, notes: list[str]) -> str | None:
-    """bwrap's path if it runs here as the worker will run it, else None (and why, in `notes`)."""
+def _note(layer: str, why: str) -> str:
+    """A missing layer as the reports list it (results.json's sandbox_notes)."""
+    return why if why.startswith("GRADER_SANDBOX") and layer == "bwrap" else f"no {layer}: {why}"
+
+
+def _probe_bwrap(root: bool, why: dict[str, str]) -> str | None:
+    """bwrap's path if it runs here as the worker will run it, else None (and why, in `why`)."""
     bwrap = shutil.which("bwrap")
     if not bwrap:
-        notes.append("bwrap not installed (Debian: bubblewrap)")
+        why["bwrap"] = "not installed (Debian: bubblewrap)"
         return None
     # As the worker will run it: as root, namespaces but no user namespace, then the uid drop.
     ns = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"] + ([] if root else ["--unshare-user"])
     check = "import os; os.setgroups([]); os.setgid(61999); os.setuid(61999)" if root else "pass"
-    caps = ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if root else []
+    caps = list(UID_DROP_CAPS) if root else []
     p = subprocess.run(
         [
             bwrap,
@@ -210,16 +220,16 @@ def _probe_bwrap(root: bool, notes: list[str]) -> str | None:
         timeout=60,
     )
     if p.returncode != 0:
-        notes.append(f"bwrap unusable here: {p.stderr.decode(errors='replace').strip()[:200]}")
+        why["bwrap"] = f"unusable here: {p.stderr.decode(errors='replace').strip()[:200]}"
         return None
     return bwrap
 
 
-def _probe_uid(root: bool, bwrap: str | None, notes: list[str]) -> bool:
+def _probe_uid(root: bool, bwrap: str | None, why: dict[str, str]) -> bool:
     """Whether student code can run as a sandbox uid: as root, inside bwrap or where this Python
     is readable by an unprivileged uid."""
     if not root:
-        notes.append("no uid drop: the grader is not root")
+        why["uid"] = "the grader is not root (student code runs as its uid, without privileges)"
         return False
     if bwrap:
         return True
@@ -230,30 +240,48 @@ def _probe_uid(root: bool, bwrap: str | None, notes: list[str]) -> bool:
     except OSError:  # EACCES from exec: e.g. a Python under root's 0700 home
         can_uid = False
     if not can_uid:
-        notes.append("no uid drop: this Python is not readable by an unprivileged uid")
+        why["uid"] = _unreadable_python()
     return can_uid
 
 
+def _unreadable_python() -> str:
+    """Why an unprivileged uid cannot run this Python: the first folder above it that such a uid
+    cannot enter (a pyenv Python under root's 0700 home), where there is one."""
+    real = Path(sys.executable).resolve()
+    shown = sys.executable if str(real) == sys.executable else f"{sys.executable} -> {real}"
+    for parent in reversed(real.parents):
+        try:
+            mode = parent.stat().st_mode
+        except OSError:
+            continue
+        if not mode & stat.S_IXOTH:
+            return (
+                f"this Python ({shown}) lies under {parent} (mode {stat.S_IMODE(mode):04o}), "
+                "which an unprivileged uid cannot enter"
+            )
+    return f"this Python ({shown}) cannot be run by an unprivileged uid"
+
+
 class UidSlot:
-    """A uid no other worker on this machine holds: an flock on its file, held until release."""
+    """A uid no other worker on this machine holds, until release: the slot is an abstract Unix
+    socket's name (bound by one process at a time, gone with it, no file left anywhere)."""
 
     def __init__(self) -> None:
-        _LOCK_DIR.mkdir(mode=0o700, exist_ok=True)
         start = os.getpid() % (UID_SLOTS - 1)
         for i in range(UID_SLOTS - 1):
             slot = (start + i) % (UID_SLOTS - 1)
-            fd = os.open(_LOCK_DIR / str(slot), os.O_RDWR | os.O_CREAT, 0o600)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
+                sock.bind(f"\0transformer-grader-uid-{UID_BASE + slot}")
+            except OSError:  # EADDRINUSE: another worker's
+                sock.close()
                 continue
-            self.uid, self._fd = UID_BASE + slot, fd
+            self.uid, self._sock = UID_BASE + slot, sock
             return
         raise RuntimeError("every sandbox uid is in use")
 
     def release(self) -> None:
-        os.close(self._fd)
+        self._sock.close()
 
 
 def kill_until_gone(find: Callable[[], list[int]]) -> None:
@@ -451,7 +479,7 @@ class Sandbox:
         if info_fd is not None:
             cmd += ["--info-fd", str(info_fd)]
         if self.worker_uid is not None:
-            cmd += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]  # for the drop; gone after it
+            cmd += list(UID_DROP_CAPS)  # for the drop; gone after it
         else:
             cmd += ["--unshare-user"]
         size = str(self.limits.scratch_mb << 20)
@@ -505,9 +533,11 @@ class Sandbox:
         return out
 
     def preexec(self):
-        """Run in the child between fork and exec: join the cgroups, set rlimits, drop the uid."""
-        procs, rlimits = self.cgroup_procs, self.rlimits()
-        uid = self.slot.uid if self.slot is not None and not self.caps.bwrap else None
+        """Run in the child between fork and exec: join the cgroups, set rlimits, and without bwrap
+        give up root here (the sandbox uid, or no capability at all) and set no_new_privs. In bwrap
+        the worker gives up root itself, first thing (worker/main.py)."""
+        procs, rlimits, bwrap = self.cgroup_procs, self.rlimits(), bool(self.caps.bwrap)
+        uid = self.slot.uid if self.slot is not None and not bwrap else None
 
         def enter() -> None:
             for path in procs:
@@ -515,8 +545,8 @@ class Sandbox:
                     fh.write(str(os.getpid()))
             for name, value in rlimits.items():
                 resource.setrlimit(getattr(resource, name), value)
-            if uid is not None:
-                _as_uid(uid)()
+            if not bwrap:
+                give_up_root(uid)
 
         return enter
 

@@ -83,7 +83,9 @@ class Zygote:
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            # The grade's own stderr (its log in a batch): what the zygote or a fork of it says before
+            # its worker's pipes are in place. It never runs student code, whose output has pipes of its own.
+            stderr=None,
             pass_fds=(theirs.fileno(),),
             start_new_session=True,
         )
@@ -182,7 +184,7 @@ def start_forked(z: Zygote, sandbox: Sandbox, request: dict, fds: list[int], env
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=ready_w,
-        stderr=subprocess.DEVNULL,
+        stderr=None,  # bwrap's own complaints, into the grade's log
         pass_fds=(info_w,),
         start_new_session=True,
         close_fds=True,

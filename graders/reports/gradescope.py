@@ -148,6 +148,8 @@ def to_gradescope(results: Results, stdout_visibility: str = "hidden") -> dict:
             "The grader itself failed on this submission, so the score is 0; "
             f"the course staff will look at it. ({results.grader_error})"
         )
+    if results.sandbox_warning:
+        summary.append(f"Note: {results.sandbox_warning}.")
     summary += [f"{name}: {why}" for name, why in sorted(results.problems.items())]
     summary += [f"warning: {w}" for w in results.warnings]
     return {

@@ -186,6 +186,7 @@ def render_summary(
     )
     score_plot, time_plot = _plots(totals, max_score, times)
     return env.get_template("summary.html.j2").render(
+        sandbox_warnings=sorted(Counter(w for r in graded.values() if (w := r.sandbox_warning)).items()),
         title=title,
         engine=engine,
         count=len(graded) + len(failed),

@@ -92,7 +92,24 @@ class Results(BaseModel):
         "", description="the isolation layers student code ran under, e.g. bwrap+uid+cgroup+rlimits+landlock+seccomp"
     )
     sandbox_notes: list[str] = Field(default_factory=list, description="why a layer is missing here")
+    sandbox_level: str = Field(
+        "", description="the sandbox level the grade ran at (full, container, minimal; the spec's limits.sandbox)"
+    )
+    sandbox_missing: list[str] = Field(
+        default_factory=list,
+        description="the layers of the full sandbox that were not in force, and why: every view shows them",
+    )
     grader_error: str | None = None
+
+    @property
+    def sandbox_warning(self) -> str | None:
+        """What every view of a grade under fewer layers than the full sandbox says, loudly."""
+        if not self.sandbox_missing:
+            return None
+        return (
+            f"student code ran in a weaker sandbox (level {self.sandbox_level or 'unknown'}): "
+            f"in force {self.sandbox or 'no layer'}; missing {'; '.join(self.sandbox_missing)}"
+        )
 
     @property
     def by_hand_points(self) -> float:

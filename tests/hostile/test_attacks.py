@@ -17,13 +17,11 @@ from types import SimpleNamespace
 import pytest
 
 from attacks import Target, attacks
-from conftest import (REPO, SPARE, TEST_LIMITS, descends_from, grade_all, lost, messages, parent_pids,
-                      reference_files, within_cost_bound, write_zip)
+from conftest import (REPO, SPARE, TEST_LIMITS, container_level, descends_from, grade_all, lost, messages,
+                      parent_pids, reference_files, require_bwrap, within_cost_bound, write_zip)
 from graders.execution.sandbox import UID_BASE, UID_SLOTS, capabilities
 
 CAPS = capabilities()
-# CI sets REQUIRE_BWRAP=1: there the strong sandbox must be in force, not skipped.
-REQUIRED = os.environ.get("REQUIRE_BWRAP") == "1"
 GUARDED = ("reference", "assignment", "graders", "tests", "student_template")
 # Text only the hidden side holds: none of it may reach any report.
 HIDDEN_TEXT = ("scores.masked_fill(self.causal_mask", "weights = 20260", "[training.model]")
@@ -110,9 +108,10 @@ def _sandbox_processes(token: str) -> list[str]:
     return left
 
 
-def _run_attacks(base: Path, names: list[str] | None = None, sandbox: str | None = None) -> SimpleNamespace:
+def _run_attacks(base: Path, names: list[str] | None = None, sandbox: str | None = None,
+                 level: str = "full") -> SimpleNamespace:
     """Grade the attacks (all, or `names`) with a listener on 127.0.0.1 and a secret in the
-    grader's environment; `sandbox` sets GRADER_SANDBOX for the grade processes."""
+    grader's environment; `sandbox` sets GRADER_SANDBOX for the grade processes, `level` is their --sandbox."""
     listener = Listener()
     target = Target(port=listener.port, out=str(base / "out"), marker=str(base / "unpickled"),
                     secret=f"grader-secret-{secrets.token_hex(8)}", token=secrets.token_hex(8))
@@ -126,7 +125,8 @@ def _run_attacks(base: Path, names: list[str] | None = None, sandbox: str | None
     env = {"GRADER_TEST_SECRET": target.secret, **({"GRADER_SANDBOX": sandbox} if sandbox else {})}
     os.environ.update(env)  # inherited by the grade processes only
     try:
-        results = grade_all(zips, base / "out", jobs=2, extra=TEST_LIMITS + SPARE, seconds=SLOW, fresh=True)
+        results = grade_all(zips, base / "out", jobs=2, extra=[*TEST_LIMITS, *SPARE, "--sandbox", level], seconds=SLOW,
+                            fresh=True)
     finally:
         for key in env:
             del os.environ[key]
@@ -137,11 +137,8 @@ def _run_attacks(base: Path, names: list[str] | None = None, sandbox: str | None
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory):
-    if not (CAPS.bwrap or CAPS.landlock_abi):
-        assert not REQUIRED, f"REQUIRE_BWRAP=1 but no sandbox: {CAPS.notes}"
-        pytest.skip(f"neither bwrap nor Landlock here, and these attacks write into the repo: {CAPS.notes}")
-    if REQUIRED:
-        assert CAPS.bwrap, f"REQUIRE_BWRAP=1 but bwrap is not usable: {CAPS.notes}"
+    require_bwrap()
+    assert CAPS.bwrap, f"bwrap is not usable here: {CAPS.notes}"
     return _run_attacks(tmp_path_factory.mktemp("hostile"))
 
 
@@ -154,7 +151,8 @@ CONTAINER_ATTACKS = ["daemon_at_import", "kill_parent_in_generate", "reads_hidde
 def hostile_container(tmp_path_factory):
     if not CAPS.landlock_abi:
         pytest.skip("no Landlock in this kernel: the container fallback has no file wall here")
-    return _run_attacks(tmp_path_factory.mktemp("hostile-container"), CONTAINER_ATTACKS, sandbox="container")
+    return _run_attacks(tmp_path_factory.mktemp("hostile-container"), CONTAINER_ATTACKS, sandbox="container",
+                        level=container_level())
 
 
 NAMES = sorted(attacks(Target(0, "", "", "", "0" * 16)))
@@ -251,8 +249,7 @@ def test_a_disk_bomb_fills_the_sandbox_not_the_disk(hostile):
 def test_the_report_names_the_sandbox_layers(hostile):
     layers = {r["sandbox"] for r in hostile.results.values()}
     assert len(layers) == 1, layers
-    if REQUIRED:
-        assert layers.pop().startswith("bwrap+"), layers
+    assert layers.pop().startswith("bwrap+"), layers
 
 
 # what each leftover case must be told; the grade goes on, and costs at most 2x a normal one

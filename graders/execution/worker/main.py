@@ -21,14 +21,6 @@ def _set_limits(limits: dict) -> None:
         os.environ[var] = threads
 
 
-def _drop_uid(uid: int) -> None:
-    os.setgroups([])
-    os.setgid(uid)
-    os.setuid(uid)
-    if os.getuid() != uid or os.geteuid() != uid:
-        raise SystemExit("could not drop to the sandbox uid")
-
-
 def _half_full(folder: Path) -> bool:
     st = os.statvfs(folder)
     return st.f_bavail * 2 < st.f_blocks
@@ -43,7 +35,9 @@ def serve_forked(req_fd: int, rep_fd: int, limits: dict) -> None:
     """Be the worker on these pipes, spawned (`run`) or forked from the zygote (worker/zygote.py),
     which has already called `prepare`."""
     if limits.get("uid") is not None:  # first thing: nothing of the submission has run yet
-        _drop_uid(limits["uid"])
+        from .privileges import give_up_root
+
+        give_up_root(limits["uid"])
     scratch = Path.cwd().resolve()
     _set_limits(limits)
     prepare()

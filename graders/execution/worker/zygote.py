@@ -25,7 +25,7 @@ import tempfile
 
 _NS = {"ipc": 0x08000000, "uts": 0x04000000, "net": 0x40000000, "cgroup": 0x02000000, "mnt": 0x00020000}
 _CLONE_NEWPID = 0x20000000
-_PR_SET_PDEATHSIG, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS = 1, 24, 38
+_PR_SET_PDEATHSIG = 1
 _REQ_FD, _REP_FD = 3, 4  # where W finds its request and reply pipes
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -107,9 +107,10 @@ def _worker(req: dict, fds: list[int], ns: dict[str, int], root: int, cgroups: l
     os.setsid()
     _own_fds(fds)
     _limits(req["rlimits"])
-    for cap in range(64):  # the bounding set: no setuid binary gives any capability back
-        _libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
-    _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    from .privileges import drop_bounding_set, no_new_privs
+
+    drop_bounding_set()  # no setuid binary gives any capability back; the uid drop is serve_forked's
+    no_new_privs()
     os.environ.clear()
     os.environ.update(req["env"])
     tempfile.tempdir = None  # from TMPDIR, now this worker's
