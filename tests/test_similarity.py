@@ -18,7 +18,7 @@ from conftest import GRADE, REFERENCE, REPO, write_zip
 from graders.intake.submission import MAX_FILE_BYTES
 from test_a2s1 import REFERENCE as A2S1_REFERENCE
 from test_a2s1 import ipynb
-from test_html_report import CONSOLE, by_id, chromium, needs_chromium, parse
+from test_html_report import CONSOLE, by_id, chromium, parse
 
 CORPUS = REPO / "tests" / "corpus" / "students"
 STARTER = REPO / "student_template"
@@ -180,7 +180,6 @@ def test_size_caps_and_nothing_run(a3_class):
     assert not a3_class["marker"].exists()  # would_run's utils.py was read, never run
 
 
-@needs_chromium
 def test_the_page_opens_in_chromium_and_shows_the_highlighted_pair(a3_class, tmp_path):
     page = a3_class["out"] / "similarity.html"
     p = chromium(page, tmp_path, "--dump-dom")

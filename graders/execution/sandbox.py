@@ -23,6 +23,7 @@ GRADER_SANDBOX=container keeps only what a default Docker container allows (uid 
 Landlock, seccomp, the reaper), to test that fallback on a machine that has more.
 """
 
+import fcntl
 import functools
 import os
 import platform
@@ -34,6 +35,7 @@ import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -262,6 +264,11 @@ def _unreadable_python() -> str:
     return f"this Python ({shown}) cannot be run by an unprivileged uid"
 
 
+# Where graders before 0.2 lock their uid slots (a file each, flock'd): honoured where it exists, so
+# that two versions grading on one machine never share a uid (each would kill the other's workers).
+_LEGACY_LOCKS = Path(tempfile.gettempdir()) / "transformer-grader-uids"
+
+
 class UidSlot:
     """A uid no other worker on this machine holds, until release: the slot is an abstract Unix
     socket's name (bound by one process at a time, gone with it, no file left anywhere)."""
@@ -276,12 +283,35 @@ class UidSlot:
             except OSError:  # EADDRINUSE: another worker's
                 sock.close()
                 continue
-            self.uid, self._sock = UID_BASE + slot, sock
+            legacy = _legacy_lock(slot)
+            if legacy == -1:
+                sock.close()
+                continue
+            self.uid, self._sock, self._legacy = UID_BASE + slot, sock, legacy
             return
         raise RuntimeError("every sandbox uid is in use")
 
     def release(self) -> None:
         self._sock.close()
+        if self._legacy is not None:
+            os.close(self._legacy)
+
+
+def _legacy_lock(slot: int) -> int | None:
+    """The older graders' lock of `slot`, taken (its fd), -1 if one of them holds it, None where
+    none has run here (nothing is created then)."""
+    if not _LEGACY_LOCKS.is_dir():
+        return None
+    try:
+        fd = os.open(_LEGACY_LOCKS / str(slot), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return -1
+    return fd
 
 
 def kill_until_gone(find: Callable[[], list[int]]) -> None:
