@@ -4,7 +4,9 @@ script, or an `.ipynb`) as numbered code cells, and running them one by one in t
 Parsing happens here, on the trusted side, on text only; the cells' code runs in the worker. Cells
 run in order in one namespace, as "Run all" does, but a failing cell costs only what it defines:
 the cells after it still run (after a hang or a crash, in a fresh worker that first replays the
-cells that had worked)."""
+cells that had run). After each cell the worker says which watched names it changed, by rebinding
+or in place, and their values then; graders/checks/notebook_answers.py decides which cell holds
+each answer."""
 
 import ast
 import functools
@@ -345,5 +347,5 @@ def _explain_name_errors(run: NotebookRun) -> None:
         note = f"{match.group(1)} is set in {later.cell.where()}, below it"
         ran, here = later.cell.count, outcome.cell.count
         if ran is not None and here is not None and ran < here:
-            note += f" (the saved notebook ran that cell first, In [{ran}] before In [{here}])"
+            note += f"; the saved notebook ran that cell first, In [{ran}] before In [{here}]"
         outcome.message += f" ({note}; the grader runs the cells top to bottom, as Restart & Run All does)"

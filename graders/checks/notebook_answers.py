@@ -90,10 +90,12 @@ def _scores(template: list[Cell], cells: list[Cell]) -> list[list[int]]:
     seen = Counter(line for lines in kept for line in lines)
     distinct = [{line for line in lines if seen[line] == 1} for lines in kept]
     texts = [_lines(c.source) for c in cells]
+    sets = [set(text) for text in texts]
     scores = []
     for t, own in zip(template, distinct, strict=True):
         whole = _lines(t.source)
-        scores.append([_EXACT if text == whole and text else len(own.intersection(text)) for text in texts])
+        row = [_EXACT if text == whole and text else len(own & lines) for text, lines in zip(texts, sets, strict=True)]
+        scores.append(row)
     return scores
 
 
@@ -241,15 +243,16 @@ def template_of(grade: "GradeContext", notebook: str) -> tuple[Path, Path | None
 def graded_notebook(grade: "GradeContext", notebook: str, watch: list[str]) -> Notebook:
     """The submission's `notebook` (a required file), run in the grade's worker once for all the
     checks, with the answers its template defines; a cell that failed is said in the warnings."""
-    if "notebook" not in grade.memo:
+    key = f"notebook {notebook}"
+    if key not in grade.memo:
         path = grade.intake.files[notebook]
         run = run_notebook(grade.worker, path, watch, grade.spec.limits.call_timeout_s)
         template, reference = template_of(grade, notebook)
-        grade.memo["notebook"] = Notebook(run, {} if run.problem else answers_of(run, template, watch, reference))
+        grade.memo[key] = Notebook(run, {} if run.problem else answers_of(run, template, watch, reference))
         failed = run.failures()
         if failed:
             grade.extra_warnings.append(
                 f"{run.filename}: {len(failed)} cell{'s' if len(failed) > 1 else ''} failed when run top to bottom "
                 f"(the cells after each still ran): {run.before()}"
             )
-    return grade.memo["notebook"]
+    return grade.memo[key]

@@ -17,6 +17,8 @@ import numpy as np
 import torch
 
 _MISSING = object()
+# What may change in place, and is compared by content at the end of every cell; anything else, by identity.
+_NUMBERS = (torch.Tensor, np.ndarray, list, tuple, dict, set)
 
 
 def _copied(value: Any) -> Any:
@@ -24,7 +26,7 @@ def _copied(value: Any) -> Any:
     cannot be copied (a function, a module, an object whose copy fails)."""
     if isinstance(value, torch.Tensor):
         return torch.Tensor.detach(value).clone()
-    if isinstance(value, (np.ndarray, list, tuple, dict, set)):
+    if isinstance(value, _NUMBERS):
         try:
             return copy.deepcopy(value)
         except Exception:  # noqa: BLE001  a student object that refuses: kept as it is
@@ -73,13 +75,13 @@ class NotebookState:
         changed = {}
         for name in watch:
             obj = self.namespace.get(name, _MISSING)
-            if obj is _MISSING:
-                continue
+            history = self.versions.setdefault(name, [])
+            if obj is _MISSING or (history and history[-1].origin is obj and not isinstance(obj, _NUMBERS)):
+                continue  # the same function or object: not asked again for a repr that may hang
             try:
                 wire = _wire_copy(self.wire(obj))
             except Exception:  # noqa: BLE001  an object whose repr raises: still an answer, of its type
                 wire = {"kind": type(obj).__name__, "repr": "(no repr)"}
-            history = self.versions.setdefault(name, [])
             if history and history[-1].origin is obj and _same_wire(history[-1].wire, wire):
                 continue
             history.append(Version(cell, obj, _copied(obj), wire))
