@@ -280,3 +280,12 @@ def test_worker_state_copies_each_version_and_pins_a_cell():
     with state.pinned(2):
         assert float(ns["f"]()) == 5.0  # f reads m as it was at the end of cell 2
     assert float(ns["f"]()) == 14.0 and torch.equal(ns["m"], torch.full((2,), 7.0))
+
+
+def test_execution_counts_are_read_from_both_formats(tmp_path):
+    script = tmp_path / "A2S1.py"
+    script.write_text("# In[3]:\nx = 1\n\n\n# In[ ]:\ny = 2\n\n\n# In[ 12]:\nz = 3\n")
+    assert [c.count for c in read_cells(script)] == [3, None, 12]
+    notebook = tmp_path / "A2S1.ipynb"
+    notebook.write_text(ipynb("# %%\nx = 1\n# %%\ny = 2\n# %% [markdown]\n# hi\n# %%\nz = 3\n", {"x = 1": 7, "z = 3": 2}))
+    assert [c.count for c in read_cells(notebook)] == [7, None, 2]

@@ -42,9 +42,8 @@ class Slot:
         """`query121`; `the second m_key` for a name the template sets in several cells."""
         if self.of == 1:
             return self.name
-        return (
-            f"the {_ORDINALS[self.ordinal] if self.ordinal < len(_ORDINALS) else f'{self.ordinal + 1}th'} {self.name}"
-        )
+        nth = _ORDINALS[self.ordinal] if self.ordinal < len(_ORDINALS) else f"{self.ordinal + 1}th"
+        return f"the {nth} {self.name}"
 
 
 @dataclass(frozen=True)
