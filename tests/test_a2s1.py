@@ -70,14 +70,15 @@ VARIANTS: dict[str, tuple[dict[str, str], set[str], dict[str, str], dict[str, st
     "m_key_changes_row_1": ({"A2S1.py": edit("m_key[2] = key[0]\n", "m_key[2] = key[0]\nm_key[1] = key[1] * 2\n")},
                             {"1.3.3a"}, {"1.3.3a": "changes row 1"}, {}),
     "m_key_once": ({"A2S1.py": edit("m_key = key.clone()\nm_key[2] = 10 * key[0]\n", "")},
-                   {"1.3.3b"}, {"1.3.3b": "differs from value[2]"}, {"1.3.3b": "output_is_0_1_2"}),
+                   {"1.3.3b"}, {"1.3.3b": "the second m_key is not answered (A2S1.py): its cell, cell 7 (line 66), "
+                                          "does not set m_key"}, {}),
     "m_key_unchanged": ({"A2S1.py": edit("m_key[2] = key[0]\n", "")}, {"1.3.3a"}, {"1.3.3a": "key unchanged"}, {}),
     "cell_raises": ({"A2S1.py": edit("query121 = 100 * key[0:1]", "raise ValueError('not yet')\nquery121 = 1")},
-                    {"1.2.1"}, {"1.2.1": "cell 2 (line 29) failed: ValueError, line 30"}, {}),
+                    {"1.2.1"}, {"1.2.1": "cell 2 (line 29) failed before it set query121: ValueError, line 30"}, {}),
     "cell_syntax_error": ({"A2S1.py": edit("query131 = torch.zeros(1, 3)", "query131 = torch.zeros(1, 3))")},
-                          {"1.3.1"}, {"1.3.1": "cell 4 (line 45) failed: SyntaxError, line 46"}, {}),
+                          {"1.3.1"}, {"1.3.1": "its cell, cell 4 (line 45), did not run: SyntaxError, line 46"}, {}),
     "cell_hangs": ({"A2S1.py": edit("query122 = 100 * key", "while True:\n    pass")},
-                   {"1.2.2"}, {"1.2.2": "query122 is not defined"}, {}),
+                   {"1.2.2"}, {"1.2.2": "query122 is not answered (A2S1.py): its cell, cell 3 (line 34), did not run: timed out"}, {}),
     # A process a cell leaves running is the notebook's own: the later cells keep its namespace.
     "cell_leaves_a_child": ({"A2S1.py": edit("query121 = 100 * key[0:1]", "import subprocess, sys\n"
                                              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
@@ -95,7 +96,8 @@ except OSError:
     query121 = None""")}, {"1.2.1"}, {"1.2.1": "still None"}, {}),
     "huge_answer": ({"A2S1.py": edit("query131 = torch.zeros(1, 3)", "query131 = torch.zeros(1 << 22, 3)")},
                     {"1.3.1"}, {"1.3.1": "shape (4194304, 3)"}, {}),
-    "template": ({"A2S1.py": (A2S1 / "template" / "A2S1.py").read_text()}, ALL, {"1.2.1": "still None"}, {}),
+    "template": ({"A2S1.py": (A2S1 / "template" / "A2S1.py").read_text()}, ALL,
+                 {"1.2.1": "cell 2 (line 26) is still the template's placeholder"}, {}),
     "missing": ({"README.md": "nothing"}, ALL, {"1.2.1": "A2S1.py or A2S1.ipynb missing"}, {}),
 }
 

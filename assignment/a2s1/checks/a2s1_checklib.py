@@ -1,5 +1,6 @@
 """Shared pieces of the A2S1 checks: the notebook's key and value rebuilt from the spec, the answers
-taken from one run of the student's notebook, and feedback that names what an output selects.
+taken from one run of the student's notebook (each the value its name holds at the end of its own
+cell: graders/checks/notebook_answers.py), and feedback that names what an output selects.
 Everything here runs on the trusted side; the student's own key and value are never used."""
 
 import itertools
@@ -8,7 +9,7 @@ import torch
 
 from graders.checks.session import GradeContext
 from graders.checks.checking import fail
-from graders.checks.notebook import Cell, NotebookRun, run_notebook
+from graders.checks.notebook_answers import Notebook, graded_notebook
 from graders.scoring.results import Diagnosis
 
 NOTEBOOK = "A2S1.py"
@@ -50,44 +51,37 @@ class A2S1:
         self.unchanged_tol = float(p["unchanged_tolerance"])
 
     @property
-    def run(self) -> NotebookRun:
+    def notebook(self) -> Notebook:
         """The notebook, run once per grade for all the checks."""
-        if "notebook" not in self.grade.memo:
-            path = self.grade.intake.files[NOTEBOOK]
-            self.grade.memo["notebook"] = run_notebook(self.grade.worker, path, list(ANSWERS),
-                                                       self.grade.spec.limits.call_timeout_s)
-        return self.grade.memo["notebook"]
+        return graded_notebook(self.grade, NOTEBOOK, list(ANSWERS))
 
     # -- answers -------------------------------------------------------------------------------
-    def definitions(self, name: str) -> list[tuple[Cell, dict]]:
-        run = self.run
-        if run.problem:
-            fail(run.problem)
-        defs = run.values.get(name, [])
-        if not defs:
-            why = run.before()
-            fail(f"{name} is not defined in {run.filename}" + (f" ({why})" if why else ""))
-        return defs
-
-    def answer(self, name: str, shapes: tuple[tuple[int, ...], ...], which: int = 0) -> tuple[torch.Tensor, Cell]:
-        """The `which`-th definition of `name`, as a float64 tensor of one of `shapes`."""
-        cell, wire = self.definitions(name)[which]
-        where = f"{self.run.filename} {cell.where()}"
+    def answer(self, name: str, shapes: tuple[tuple[int, ...], ...], which: int = 0) -> tuple[torch.Tensor, str]:
+        """The `which`-th answer named `name` (the template's cells in order), as a float64 tensor of
+        one of `shapes`, and where it is, for messages."""
+        nb = self.notebook
+        if nb.run.problem:
+            fail(nb.run.problem)
+        answer = nb.answer(name, which)
+        label = answer.slot.label()
+        if answer.missing or answer.wire is None:
+            fail(f"{label} is not answered ({nb.run.filename}): {answer.missing}")
+        wire, where = answer.wire, answer.where(nb.run.filename)
         kind = wire.get("kind")
         want = " or ".join(str(s) for s in shapes)
         if kind == "NoneType":
-            fail(f"{name} is still None ({where}): not answered yet")
+            fail(f"{label} is still None ({where}): not answered yet")
         if kind != "tensor":
-            fail(f"{name} is a {kind} ({where}), expected a tensor of shape {want}")
+            fail(f"{label} is a {kind} ({where}), expected a tensor of shape {want}")
         shape = tuple(wire["shape"])
         if shape not in shapes:
-            fail(f"{name} has shape {shape} ({where}), expected {want}")
+            fail(f"{label} has shape {shape} ({where}), expected {want}")
         if "array" not in wire:
-            fail(f"{name} is on the {wire.get('device')} device ({where}); make it a CPU tensor")
+            fail(f"{label} is on the {wire.get('device')} device ({where}); make it a CPU tensor")
         t = torch.from_numpy(wire["array"]).double()
         if not torch.isfinite(t).all():
-            fail(f"{name} has NaN or inf entries ({where})")
-        return t.reshape(-1, shapes[0][-1]), cell
+            fail(f"{label} has NaN or inf entries ({where})")
+        return t.reshape(-1, shapes[0][-1]), where
 
     def query(self, name: str, rows: int) -> torch.Tensor:
         shapes = ((rows, self.key.shape[1]),) + (((self.key.shape[1],),) if rows == 1 else ())
@@ -138,18 +132,15 @@ class A2S1:
              diagnosis=self.diagnose(out[worst], weights[worst], targets[worst]))
 
     def modified_key(self, which: int) -> torch.Tensor:
-        """m_key's definition for part `which` (0 the first, 1 the second), checked to replace row 2
-        only. A notebook that defines it once has it judged for both parts."""
-        defs = self.definitions("m_key")
-        index = 0 if which == 0 or len(defs) == 1 else len(defs) - 1
-        m, cell = self.answer("m_key", (tuple(self.key.shape),), index)
-        where = f"{self.run.filename} {cell.where()}"
+        """m_key's answer for part `which` (0 the first cell, 1 the second), checked to replace row 2 only."""
+        m, where = self.answer("m_key", (tuple(self.key.shape),), which)
+        label = self.notebook.answer("m_key", which).slot.label()
         changed = [r for r in range(self.key.shape[0])
                    if float((m[r] - self.key[r]).abs().max()) > self.unchanged_tol]
         others = [r for r in changed if r != 2]
         if others:
-            fail(f"m_key ({where}) changes row{'s' if len(others) > 1 else ''} {', '.join(map(str, others))} of key; "
+            fail(f"{label} ({where}) changes row{'s' if len(others) > 1 else ''} {', '.join(map(str, others))} of key; "
                  "only row 2 may be replaced")
         if not changed:
-            fail(f"m_key ({where}) is key unchanged: row 2 is to be replaced")
+            fail(f"{label} ({where}) is key unchanged: row 2 is to be replaced")
         return m

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import torch
 
 from graders.checks.checking import expect_tensor, fail
-from graders.checks.notebook import NotebookRun, read_cells, run_notebook
+from graders.checks.notebook import NotebookRun, read_cells
+from graders.checks.notebook_answers import Notebook, graded_notebook
 from graders.checks.session import GradeContext
 from graders.checks.vacuous import require_work
 from graders.execution.client import StudentError
@@ -58,27 +59,40 @@ def shown(t: torch.Tensor) -> str:
 
 
 class A2S2:
-    """One check's view of the student's notebook, run in the worker, and of the reference."""
+    """One check's view of the student's notebook, run in the worker, and of the reference. `answer`:
+    the name the check's item grades (its spec `runs`): the check calls the notebook's answers as
+    they stood at the end of that answer's cell, so a later cell (an experiment that redefines
+    attention) never changes what an earlier step is graded on."""
 
-    def __init__(self, grade: GradeContext):
+    def __init__(self, grade: GradeContext, answer: str | None = None):
         self.grade, self.worker, self.ref = grade, grade.worker, reference()
         self.seed = grade.spec.seeds.weights
+        self.answer = answer
+
+    @property
+    def notebook(self) -> Notebook:
+        """The notebook, run once per grade for all the checks."""
+        return graded_notebook(self.grade, NOTEBOOK, list(INTERFACE))
 
     @property
     def run(self) -> NotebookRun:
-        """The notebook, run once per grade for all the checks."""
-        if "notebook" not in self.grade.memo:
-            path = self.grade.intake.files[NOTEBOOK]
-            self.grade.memo["notebook"] = run_notebook(self.grade.worker, path, list(INTERFACE),
-                                                       self.grade.spec.limits.call_timeout_s)
-        return self.grade.memo["notebook"]
+        return self.notebook.run
+
+    @property
+    def at(self) -> int | None:
+        """The cell whose end the checks see the notebook's answers at: the end of the item's own."""
+        found = self.notebook.answers.get((self.answer, 0)) if self.answer else None
+        return found.cell.number if found and found.cell and not found.missing else None
 
     def require(self, *names: str) -> None:
-        """Fail unless the notebook ran and defined `names` (saying which cells failed if not)."""
+        """Fail unless the notebook ran and answered `names` (saying which cell, and why, if not)."""
         run = self.run
         if run.problem:
             fail(run.problem)
         for name in names:
+            answer = self.notebook.answers.get((name, 0))
+            if answer is not None and answer.missing:
+                fail(f"{name} is not answered ({run.filename}): {answer.missing}")
             if name not in run.values:
                 why = run.before()
                 fail(f"{name} is not defined in {run.filename}" + (f" ({why})" if why else ""))
@@ -89,7 +103,7 @@ class A2S2:
         wire = [a.float().numpy() if isinstance(a, torch.Tensor) and a.is_floating_point() else
                 a.numpy() if isinstance(a, torch.Tensor) else a for a in args]
         return self.worker.request("nb_call", function, filename=self.run.filename, function=function,
-                                   args=wire)["out"]
+                                   args=wire, at=self.at)["out"]
 
     def tensor(self, function: str, *args, shape: tuple[int, ...], what: str | None = None,
                **explain) -> torch.Tensor:
@@ -101,7 +115,7 @@ class A2S2:
         wire = {k: v.float().numpy() for k, v in state.items()}
         try:
             self.worker.request("nb_build", f"{cls}.__init__", handle=handle, filename=self.run.filename, cls=cls,
-                                args=args, state=wire)
+                                args=args, state=wire, at=self.at)
         except StudentError as e:
             message = e.info.get("message", "")
             if "state_dict" in message or "Missing key" in message or "Unexpected key" in message:
@@ -112,12 +126,8 @@ class A2S2:
     def forward(self, x: torch.Tensor, handle: str = "m", pieces: bool = False, **explain) -> torch.Tensor:
         """SelfAttention.forward(x) on the module built last; with `pieces`, the grader's stand-in
         pieces are in the notebook's namespace for the call."""
-        fields = dict(handle=handle, method="forward", args=[x.float().numpy()])
-        if pieces:
-            reply = self.worker.request("nb_call_pieces", "SelfAttention.forward", filename=self.run.filename,
-                                        **fields)
-        else:
-            reply = self.worker.request("call", "SelfAttention.forward", **fields)
+        reply = self.worker.request("nb_method", "SelfAttention.forward", filename=self.run.filename, handle=handle,
+                                    method="forward", args=[x.float().numpy()], at=self.at, pieces=pieces)
         what = "SelfAttention.forward" + (" with the grader's stand-in pieces" if pieces else "")
         return expect_tensor(reply["out"], tuple(x.shape), what, **explain)
 

@@ -44,7 +44,7 @@ def heldout_loss(nb: A2S2, state: dict, heldout: torch.Tensor) -> float:
 @pytest.fixture(scope="module")
 def run(grade) -> tuple[dict | None, str | None]:
     """One run shared by the step's checks: (reply, failure message)."""
-    nb = A2S2(grade)
+    nb = A2S2(grade, "train")
     p = grade.spec.params
     floor, rows, heldout = data(nb)
     grade.training = Training(floor=floor, required_improvement=float(p["min_improvement_nats"]))
@@ -54,7 +54,7 @@ def run(grade) -> tuple[dict | None, str | None]:
         reply = grade.worker.request("nb_train", "train", grade.spec.limits.train_timeout_s,
                                      filename=nb.run.filename, model_args=[int(p[k]) for k in MODEL],
                                      data=rows.numpy(), steps=int(p["train_steps"]), lr=float(p["train_lr"]),
-                                     seed=nb.seed)
+                                     seed=nb.seed, at=nb.at)
         losses = [heldout_loss(nb, reply[key], heldout) for key in ("initial", "final")]
     except (StudentError, WorkerError) as e:
         return None, f"train() failed: {e}"

@@ -14,7 +14,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from . import annotations, standins, training
+from . import annotations, nbstate, standins, training
 
 _WIRE_DTYPES = {
     torch.float32,
@@ -123,74 +123,91 @@ class Ops:
     def __init__(self, scratch: Path):
         self.scratch = scratch
         self.handles: dict[str, torch.nn.Module] = {}
-        self.notebooks: dict[str, dict] = {}
+        self.notebooks: dict[str, nbstate.NotebookState] = {}
 
     # -- notebooks -----------------------------------------------------------------------------
-    def op_cell(self, source: str, filename: str, first_line: int, capture: list[str]) -> dict:
+    def op_cell(self, source: str, filename: str, first_line: int, capture: list[str], cell: int = 0) -> dict:
         """Run one cell in its notebook's namespace (kept across cells, as in Jupyter) and send the
-        `capture` names it bound. The code is padded to its line in the file, so errors name it."""
-        ns = self.notebooks.setdefault(
-            filename, {"__name__": "__main__", "get_ipython": _NoIPython, "display": lambda *a, **k: None}
-        )
+        `capture` names it changed, as they are at its end. A cell that raises keeps what it bound
+        before the error, as in Jupyter: the reply carries both. The code is padded to its line in
+        the file, so errors name it."""
+        state = self.notebooks.get(filename)
+        if state is None:
+            namespace = {"__name__": "__main__", "get_ipython": _NoIPython, "display": lambda *a, **k: None}
+            state = self.notebooks[filename] = nbstate.NotebookState(namespace, _answer_to_wire)
         path = str(self.scratch / filename)
         padded = "\n" * (first_line - 1) + source
         linecache.cache[path] = (len(padded), None, padded.splitlines(True), path)
-        exec(compile(padded, path, "exec"), ns)  # noqa: S102  student code, in the worker only
-        return {"values": {name: _answer_to_wire(ns[name]) for name in capture if name in ns}}
+        error = None
+        try:
+            exec(compile(padded, path, "exec"), state.namespace)  # noqa: S102  student code, in the worker only
+        except BaseException as exc:  # SystemExit too: it costs this cell only, as in the serve loop
+            error = describe_exception(exc, self.scratch)
+        return {"values": state.record(cell, capture), "error": error}
 
-    def _namespace(self, filename: str) -> dict:
-        """The notebook's cells' namespace; a worker that never ran them has none."""
+    def _state(self, filename: str) -> nbstate.NotebookState:
+        """The notebook's cells' state; a worker that never ran them has none."""
         if filename not in self.notebooks:
             raise NoSuchHandle(filename)
         return self.notebooks[filename]
 
     def _defined(self, filename: str, name: str) -> Any:
-        """What the notebook's cells bound to `name`."""
-        ns = self._namespace(filename)
+        """What the notebook's cells bound to `name` (as pinned, inside `pinned`)."""
+        ns = self._state(filename).namespace
         if name not in ns:
             raise NameError(f"{name} is not defined: no cell of {filename} that ran defines it")
         return ns[name]
 
-    def op_nb_call(self, filename: str, function: str, args: list, seed: int = 0) -> dict:
-        """Call a function the notebook defined."""
-        fn = self._defined(filename, function)
-        torch.manual_seed(seed)
-        return {"out": to_wire(fn(*[from_wire(a) for a in args]))}
+    def op_nb_call(self, filename: str, function: str, args: list, seed: int = 0, at: int | None = None) -> dict:
+        """Call a function the notebook defined, with its answers as they were at the end of cell `at`."""
+        with self._state(filename).pinned(at):
+            fn = self._defined(filename, function)
+            torch.manual_seed(seed)
+            return {"out": to_wire(fn(*[from_wire(a) for a in args]))}
 
     def op_nb_build(
-        self, handle: str, filename: str, cls: str, args: list, state: dict | None = None, seed: int = 0
+        self,
+        handle: str,
+        filename: str,
+        cls: str,
+        args: list,
+        state: dict | None = None,
+        seed: int = 0,
+        at: int | None = None,
     ) -> dict:
-        """Build a module from a class the notebook defined; `op_call` then calls its methods."""
-        torch.manual_seed(seed)
-        model = self._defined(filename, cls)(*args)
-        if state is not None:
-            _load_state(model, from_wire(state))
+        """Build a module from a class the notebook defined; `op_nb_method` then calls its methods."""
+        with self._state(filename).pinned(at):
+            torch.manual_seed(seed)
+            model = self._defined(filename, cls)(*args)
+            if state is not None:
+                _load_state(model, from_wire(state))
         model.train(False)
         self.handles[handle] = model
         return {"params": {n: list(p.shape) for n, p in model.named_parameters()}}
 
-    def op_nb_call_pieces(self, handle: str, filename: str, method: str, args: list) -> dict:
-        """Call a method of a notebook's module with the grader's stand-in pieces (standins.NOTEBOOK_PIECES)
-        in the notebook's namespace for the call's duration: its own code runs, its pieces do not."""
-        ns = self._namespace(filename)
-        missing = object()
-        saved = {name: ns.get(name, missing) for name in standins.NOTEBOOK_PIECES}
-        ns.update(standins.NOTEBOOK_PIECES)
-        try:
+    def op_nb_method(
+        self, handle: str, filename: str, method: str, args: list, at: int | None = None, pieces: bool = False
+    ) -> dict:
+        """Call a method of a notebook's module with the notebook's answers as they were at the end
+        of cell `at`; with `pieces`, the grader's stand-in pieces (standins.NOTEBOOK_PIECES) in the
+        namespace for the call's duration too: its own code runs, its pieces do not."""
+        with self._state(filename).pinned(at, standins.NOTEBOOK_PIECES if pieces else {}):
             return self.op_call(handle, method, args)
-        finally:
-            for name, value in saved.items():
-                if value is missing:
-                    ns.pop(name, None)
-                else:
-                    ns[name] = value
 
     def op_nb_train(
-        self, filename: str, model_args: list, data: np.ndarray, steps: int, lr: float, seed: int = 0
+        self,
+        filename: str,
+        model_args: list,
+        data: np.ndarray,
+        steps: int,
+        lr: float,
+        seed: int = 0,
+        at: int | None = None,
     ) -> dict:
         """The notebook's train() on its MiniTransformer, with the grader's stand-in attention."""
-        model_cls, train = self._defined(filename, "MiniTransformer"), self._defined(filename, "train")
-        return training.notebook_run(model_cls, train, model_args, from_wire(data), steps, lr, seed, to_wire)
+        with self._state(filename).pinned(at):
+            model_cls, train = self._defined(filename, "MiniTransformer"), self._defined(filename, "train")
+            return training.notebook_run(model_cls, train, model_args, from_wire(data), steps, lr, seed, to_wire)
 
     # -- modules -------------------------------------------------------------------------------
     def op_import(self, module: str) -> dict:
