@@ -227,6 +227,8 @@ class _Parser:
         t = self.peek()
         if t.kind == "close":
             raise ReadError(f"has a {t.written} without an opening bracket before it")
+        if t.kind != "end" and isinstance(tree, Bound):
+            raise ReadError("has O(...) inside it: O(...) goes around the whole answer, e.g. O(n^2 d)")
         if t.kind != "end":
             raise ReadError(f"has {t.written} where it cannot be read")
         return tree
@@ -362,7 +364,8 @@ class _Parser:
 
     def _argument(self, t: Token, name: str) -> Node:
         """A function's argument: brackets, or one plain value (\\log n, √d_k) that nothing may run
-        on from: `√2n` and `log n d` have two readings each, `√n^2` too."""
+        on from: `√2n` and `log n d` have two readings each, `log n^2` too. A root's `√n^2` is
+        read as sqrt(n**2): for the positive values here, sqrt(n)**2 is the same number."""
         self.deeper()
         if self.peek().kind == "open":
             argument = self.group()
@@ -373,6 +376,9 @@ class _Parser:
         argument = self.atom()
         self.depth -= 1
         fix = f"write brackets around what {t.written} applies to"
+        if self.is_op("^") and name == "sqrt":
+            self.take()
+            return Pow(argument, self._exponent())
         if self.is_op("^"):
             self.take()
             exponent = self._exponent()
