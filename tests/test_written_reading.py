@@ -71,6 +71,7 @@ CORPUS = [
     ("1\u2009048\u2009576", (), "1048576"),
     ("(d/h)²", NAMES, "(d/h)**2"),
     ("√n^2", NAMES, "sqrt(n**2)"),
+    ("½n²", NAMES, "(1/2)*n**2"),
     # implicit multiplication where it has one reading
     ("2n", NAMES, "2*n"),
     ("n^2 d", NAMES, "n**2*d"),
@@ -143,6 +144,7 @@ AMBIGUOUS = [
     (r"\log n d", NAMES, ("log(n*d)", "log(n)*d")),
     (r"\log n^2", NAMES, ("log(n**2)", "log(n)**2")),
     ("2 512", (), ("2512", "2*512")),
+    ("3½", (), ("3+1/2", "3*(1/2)")),
     ("dk", ("d", "k", "d_k"), ("d_k", "d*k")),
 ]
 

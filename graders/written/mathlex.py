@@ -34,6 +34,7 @@ _OPERATORS = {
 }  # fmt: skip
 _BRACKETS = {"(": ("open", "("), ")": ("close", ")"), "{": ("open", "{"), "}": ("close", "}")}
 _ROOTS = {"√": "2", "∛": "3", "∜": "4"}
+_VULGAR = {"½": "1/2", "⅓": "1/3", "⅔": "2/3", "¼": "1/4", "¾": "3/4", "⅛": "1/8"}
 _SUPERSCRIPT = dict(zip("⁰¹²³⁴⁵⁶⁷⁸⁹", "0123456789", strict=True)) | {"⁻": "-", "⁺": "+", "ⁿ": "n", "ⁱ": "i"}
 _SUBSCRIPT = dict(zip("₀₁₂₃₄₅₆₇₈₉", "0123456789", strict=True)) | dict(
     zip("ₐₑₒₓₕₖₗₘₙₚₛₜᵢⱼᵣᵤᵥ", "aeoxhklmnpstijruv", strict=True)
@@ -126,6 +127,15 @@ class _Lexer:
             self.emit("open" if c == "[" else "close", c)
         elif c in _ROOTS:
             self.emit("root", _ROOTS[c], c)
+        elif c in _VULGAR:  # ½ is (1/2): a group, so ½n is (1/2)*n with one reading
+            top, bottom = _VULGAR[c].split("/")
+            if self.out and self.out[-1].kind == "num":
+                n = self.out[-1].written
+                raise LexError(
+                    f"is ambiguous: {n}{c} could be {n}+{top}/{bottom} or {n}*({top}/{bottom}); write one of them"
+                )
+            self.emit("open", "(", c)
+            self.out += [Token("num", top), Token("op", "/"), Token("num", bottom), Token("close", ")")]
         elif c in _SUPERSCRIPT:
             self.i -= 1
             self._superscript()
