@@ -345,7 +345,7 @@ def test_the_preview_names_what_it_cannot_read_and_exits_1(tmp_path):
     assert p.returncode == 1, p.stdout + p.stderr
     assert "2a.d_k: CANNOT BE READ (line 2): 1/2n uses the name 'n', but this answer is a number" in p.stdout
     assert ("2a.cost: CANNOT BE READ (line 3): n^2d is ambiguous: it could be n**(2*d) or n**2*d" in p.stdout)
-    assert "2b.total: CANNOT BE READ: (answers.yaml line 4): question 2b has parts" in p.stdout
+    assert "2b.total: CANNOT BE READ (line 4): question 2b has parts per_projection, three, output, total" in p.stdout
     assert "warning: answers.yaml line 5: '9z' is not a question of this assignment" in p.stdout
     assert "0 of 22 answers read, 6 cannot be read, 16 missing" in p.stdout
 

@@ -343,22 +343,28 @@ def _close(a, b) -> bool:
     return abs(a - b) <= REL_TOL * max(abs(a), abs(b)) + _MP.mpf(10) ** -40
 
 
-def probes_agree(expected: sp.Expr, given: sp.Expr) -> bool:
-    """Both have the same value, within REL_TOL, at every probe point where `expected` has one
-    (at least MIN_PROBES of them). Two different expressions of these names agreeing at 8 random
-    non-integer points to 9 digits does not happen by accident; a difference below 1e-9 relative
-    passes, as it would for a number."""
-    checked = 0
+def _probe_values(expected: sp.Expr, given: sp.Expr):
+    """(expected's value, given's) at each probe point where `expected` has a value; given's is
+    None where it has none."""
     for point in probe_points(sorted(expected.free_symbols | given.free_symbols, key=str)):
         try:
             want = _value(expected, point)
         except _Unevaluable:
             continue
         try:
-            got = _value(given, point)
+            yield want, _value(given, point)
         except _Unevaluable:
-            return False
-        if not _close(want, got):
+            yield want, None
+
+
+def probes_agree(expected: sp.Expr, given: sp.Expr) -> bool:
+    """Both have the same value, within REL_TOL, at every probe point where `expected` has one
+    (at least MIN_PROBES of them). Two different expressions of these names agreeing at 8 random
+    non-integer points to 9 digits does not happen by accident; a difference below 1e-9 relative
+    passes, as it would for a number."""
+    checked = 0
+    for want, got in _probe_values(expected, given):
+        if got is None or not _close(want, got):
             return False
         checked += 1
     return checked >= MIN_PROBES
@@ -368,17 +374,12 @@ def _ratios_agree(expected: sp.Expr, given: sp.Expr) -> bool:
     """given/expected is the same positive number at every probe point where `expected` has a
     nonzero value (at least MIN_PROBES of them)."""
     first, checked = None, 0
-    for point in probe_points(sorted(expected.free_symbols | given.free_symbols, key=str)):
-        try:
-            want = _value(expected, point)
-        except _Unevaluable:
-            continue
+    for want, got in _probe_values(expected, given):
         if want == 0:
             continue
-        try:
-            ratio = _value(given, point) / want
-        except _Unevaluable:
+        if got is None:
             return False
+        ratio = got / want
         if first is None:
             first = ratio
             if not (_MP.re(first) > 0 and abs(_MP.im(first)) <= REL_TOL * abs(first)):

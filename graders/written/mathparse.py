@@ -287,7 +287,7 @@ class _Parser:
         caret = self.take()
         self.deeper()
         bracketed = self.peek().kind == "open"
-        exponent = self._exponent()
+        exponent = self.signed()
         self.depth -= 1
         after = self.peek()
         if not (caret.explicit or bracketed) and after.kind in _FACTOR_STARTS and not after.spaced:
@@ -299,15 +299,6 @@ class _Parser:
                 "(a space before the next factor, or brackets around the exponent)"
             )
         return Pow(base, exponent)
-
-    def _exponent(self) -> Node:
-        if not self.is_op("-", "+"):
-            return self.power()
-        sign = self.take().text
-        self.deeper()
-        operand = self._exponent()
-        self.depth -= 1
-        return Neg(operand) if sign == "-" else operand
 
     def _next_factor(self) -> Node:
         """The factor that follows, read only to name it in a message."""
@@ -378,10 +369,10 @@ class _Parser:
         fix = f"write brackets around what {t.written} applies to"
         if self.is_op("^") and name == "sqrt":
             self.take()
-            return Pow(argument, self._exponent())
+            return Pow(argument, self.signed())
         if self.is_op("^"):
             self.take()
-            exponent = self._exponent()
+            exponent = self.signed()
             raise ReadError(
                 f"is ambiguous: it could be {name}({render(Pow(argument, exponent))}) or "
                 f"{name}({render(argument)})**{render(exponent, 4)}; {fix}"

@@ -11,6 +11,7 @@ one cannot, 2 when the file itself cannot be read. Only sympy and PyYAML are nee
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -40,7 +41,9 @@ def part_line(form: PartForm, answers: Answers, code_file: str | None) -> tuple[
     if isinstance(found, str):
         if found.startswith("no answer"):
             return f"{form.label}: no answer", True
-        return f"{form.label}: CANNOT BE READ: {found.removeprefix(form.label + ' ')}", False
+        located = re.match(r"\([^)]* line (\d+)\): ", found.removeprefix(form.label + " "))
+        why = found[len(form.label) + 1 + located.end() :] if located else found
+        return f"{form.label}: CANNOT BE READ" + (f" (line {located[1]})" if located else "") + f": {why}", False
     try:
         reading = read_answer(form, found)
     except ExpressionError as e:
