@@ -21,6 +21,8 @@ from graders.written.template import answers_template
 
 EXAM = REPO / "assignment" / "transformer_exam"
 ANSWERS = (EXAM / "reference" / "answers.yaml").read_text()
+# The same answers as students typeset them: LaTeX, Unicode, implicit products, O(...), an alias.
+TYPESET = (REPO / "tests" / "written" / "exam_answers_typeset.yaml").read_text()
 CODE = (EXAM / "reference" / "exam.py").read_text()
 AUTO = {"1a": 3, "1b": 4, "1c": 4, "2a": 4, "2b": 6, "3a": 3, "4b": 5, "5a": 4}
 MANUAL = {"1b_saturation": 1, "3a_relative": 2, "3b": 7, "4a": 4, "5b": 5, "6a": 5, "6b": 3}
@@ -97,6 +99,7 @@ def graded(tmp_path_factory) -> dict[str, dict]:
     cases = {**CORRECT, **BROKEN, **PAIRS}
     zips = [write_zip(folder / f"{name}.zip", {"answers.yaml": ANSWERS, **({"exam.py": code} if code else {})})
             for name, code in cases.items()]
+    zips.append(write_zip(folder / "typeset_answers.zip", {"answers.yaml": TYPESET, "exam.py": CODE}))
     results = grade_all(zips, folder / "out", jobs=2, extra=LIMITS)
     assert slow.wait(timeout=120) == 0
     results["hangs_at_import"] = json.loads((folder / "hang" / "results.json").read_text())
@@ -139,6 +142,21 @@ def test_correct_code_gets_full_marks_and_the_manual_parts_are_listed(graded, na
         assert manual["rubric"], item  # for the graders
     assert not any(items(r)[i]["rubric"] for i in AUTO)  # an auto part's rubric states its answer
     assert "bwrap" in r["sandbox"] or "rlimits" in r["sandbox"]
+
+
+def test_the_reference_answers_as_students_typeset_them_get_all_33_points(graded):
+    r = graded["typeset_answers"]
+    assert _scores(r) == AUTO and r["score"] == 33, {i: messages(r, i) for i in lost(r)}
+    assert r["warnings"] == ["1b.variance (answers.yaml line 13): 'dk' was read as d_k, the name this part uses; write d_k"]
+    said = {c["name"]: c["message"] for i in r["items"] for c in i["checks"]}
+    assert said["q2a_cost"] == \
+        "2a.cost: your expression O(n^2 d) (read as O(n**2*d)) is the key's complexity (up to a constant factor)"
+    assert said["q2b_total"] == r"2b.total: your answer 4 \times 512^2 (read as 4*512**2 = 1048576) matches the key"
+    assert said["q1b_variance"] == "1b.variance: your expression dk (read as d_k) is equivalent to the key's"
+    assert said["q1a_scores_rows"] == "1a.scores_rows: your expression $n$ (read as n) is equivalent to the key's"
+    # The report shows each reading beside the answer.
+    page = render(Results.model_validate(r))
+    assert "(read as O(n**2*d))" in page and "(read as 512/8 = 64)" in page
 
 
 def test_the_printed_total_says_which_points_staff_still_grade_by_hand(graded):

@@ -31,7 +31,12 @@ CASES = {
                        {"1b": "786432"}),
     "not_equivalent": ({"answers.yaml": edit("3: n - m", "3: m - n")}, {**AUTO, "3": 0},
                        {"3": "not equivalent"}),
-    "unknown_name": ({"answers.yaml": edit("2a: d_k", "2a: dk")}, {**AUTO, "2a": 0}, {"2a": "dk"}),
+    "unknown_name": ({"answers.yaml": edit("2a: d_k", "2a: dq")}, {**AUTO, "2a": 0}, {"2a": "dq"}),
+    # As students typeset them: LaTeX, Unicode, implicit products and an alias (dk for d_k, a warning).
+    "typeset": ({"answers.yaml": edit("1a: 64", r"1a: $\frac{512}{8}$").replace("formula: 4*d_model^2", "formula: 4d_{model}^2")
+                 .replace("count: 1048576", r"count: 4 \times 512^{2}").replace("2a: d_k", "2a: dk")
+                 .replace("2b: 1", r"2b: \frac{d_k}{\sqrt{d_k}^2}").replace("3: n - m", "3: n − m")}, AUTO,
+                {"1b": "4d_{model}^2 (read as 4*d_model**2)", "2a": "2a: your expression dk (read as d_k) is equivalent"}),
     "code_is_data": ({"answers.yaml": edit("2a: d_k", "2a: __import__('os').system('touch /tmp/pwned')")},
                      {**AUTO, "2a": 0}, {}),
     "alias_bomb": ({"answers.yaml": "a: &a [1, 1]\nb: [*a, *a]\n" + REFERENCE}, {q: 0 for q in AUTO},
@@ -56,8 +61,9 @@ def test_each_question_scores_what_its_answers_earn(graded, name):
     scores = {i["id"]: i["score"] for i in r["items"] if i["status"] != "manual"}
     assert scores == keeps, {i: messages(r, i) for i in lost(r)}
     assert r["score"] == sum(keeps.values())
-    for item, text in words.items():
-        assert text in messages(r, item), messages(r, item)
+    for item, text in words.items():  # every check's message: a passed one shows how the answer was read
+        said = " | ".join(c["message"] for c in items(r)[item]["checks"])
+        assert text in said, said
     manual = items(r)["4"]
     assert manual["status"] == "manual" and manual["score"] == 0 and manual["max_score"] == 3
     assert manual["rubric"] and not any(items(r)[q]["rubric"] for q in AUTO)  # an auto rubric states the answer
@@ -79,5 +85,11 @@ def test_a_file_that_cannot_be_read_is_named_once_in_problems(graded):
 
 
 def test_an_expression_is_never_run(graded):
-    assert "uses attribute access" in messages(graded["code_is_data"], "2a")
+    assert "contains text in quotes" in messages(graded["code_is_data"], "2a")
     assert not __import__("pathlib").Path("/tmp/pwned").exists()
+
+
+def test_an_alias_is_a_warning_not_a_loss(graded):
+    r = graded["typeset"]
+    assert r["score"] == sum(AUTO.values())
+    assert r["warnings"] == ["2a (answers.yaml line 6): 'dk' was read as d_k, the name this part uses; write d_k"]

@@ -1,34 +1,36 @@
 """Student expression strings to sympy without ever evaluating them, and when two are the same.
 
 `sympify` and `parse_expr` run `eval` on their input, so student text never reaches them: the text
-is parsed by `ast.parse` (which only parses), its tree is walked against a whitelist, and the sympy
-object is built here node by node. Every bound below exists so that a hostile string of 500
-characters cannot make the trusted process hang or run out of memory: sympy computes numbers and
-powers exactly, so "(9**9)**(9**9)" would otherwise be an integer of 3 billion digits.
+is read by our own parser (mathlex, mathparse: the plain syntax, a LaTeX subset, Unicode math,
+implicit multiplication), and the sympy object is built here node by node. Every bound below
+exists so that a hostile string of 500 characters cannot make the trusted process hang or run out
+of memory: sympy computes numbers and powers exactly, so "(9**9)**(9**9)" would otherwise be an
+integer of 3 billion digits.
 
 Error messages are student-facing predicates ("uses the name 'dk', which ..."): the caller puts the
 answer in front of them.
 """
 
-import ast
 import random
-import re
 import signal
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import mpmath
 import sympy as sp
 
+from graders.written import mathparse as mp
+from graders.written.mathparse import ReadError
+
 MAX_LENGTH = 500
-MAX_NODES = 200
-MAX_DEPTH = 30
 MAX_LITERAL = 10**15
 MAX_EXPONENT = 64
 # |log2| of any number built while parsing (about 3000 digits): past it, an operation would be a
 # bigint computation out of proportion with any answer, however it was reached.
 MAX_BITS = 10_000
+MAX_SCIENTIFIC = 300  # 1e-300 is still a number; 1e-5000 would be 16,600 bits before any bound saw it
 
 # A root of a larger number costs sympy a factorisation when it is multiplied: 5 s measured for
 # (987654321098767^64+1)^(1/3) * (987654321098767^64+3)^(-1/5); 12 roots of 64-bit numbers, 0.07 s.
@@ -45,50 +47,8 @@ def symbol(name: str) -> sp.Symbol:
     return sp.Symbol(name, positive=True)
 
 
-# -- text to tree -----------------------------------------------------------------------------
-_TYPOGRAPHY = str.maketrans({"×": "*", "·": "*", "⋅": "*", "∙": "*", "−": "-", "÷": "/"})
-_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻", "0123456789-")
-_SUPERSCRIPT_RUN = re.compile("[⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+")
-# Thousands separators only in groups of exactly three digits, so "1,5" stays two values (refused)
-# rather than silently becoming 15.
-_THOUSANDS = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?![\d])")
-_ROOT_OF_ATOM = re.compile(r"√\s*([A-Za-z_]\w*|\d+(?:\.\d+)?)")
-_IMPLICIT_PRODUCT = re.compile(r"\d\s*[A-Za-z_(]|\)\s*[\w(]")
-
-
-def _normalise(text: str) -> str:
-    text = text.translate(_TYPOGRAPHY)
-    text = _SUPERSCRIPT_RUN.sub(lambda m: f"**({m.group().translate(_SUPERSCRIPTS)})", text)
-    text = _ROOT_OF_ATOM.sub(r"sqrt(\1)", text).replace("√", "sqrt")
-    text = _THOUSANDS.sub(lambda m: m.group().replace(",", ""), text)
-    return text.replace("^", "**")
-
-
 def _names(allowed: Iterable[str]) -> str:
     return ", ".join(sorted(allowed))
-
-
-_REFUSED = {
-    ast.Attribute: "attribute access (a.b)",
-    ast.Subscript: "indexing (a[b])",
-    ast.Lambda: "lambda",
-    ast.Compare: "a comparison",
-    ast.BoolOp: "and/or",
-    ast.IfExp: "if/else",
-    ast.List: "a list",
-    ast.Tuple: "several values separated by commas (thousands are written 1,048,576, in groups of three)",
-    ast.Dict: "a dictionary",
-    ast.Set: "a set",
-    ast.NamedExpr: "an assignment (:=)",
-    ast.Starred: "*",
-    ast.JoinedStr: "an f-string",
-    ast.ListComp: "a comprehension",
-    ast.GeneratorExp: "a comprehension",
-    ast.SetComp: "a comprehension",
-    ast.DictComp: "a comprehension",
-    ast.Await: "await",
-}
-_OPERATORS = {ast.Add: sp.Add, ast.Sub: lambda a, b: a - b, ast.Mult: sp.Mul, ast.Div: lambda a, b: a / b}
 
 
 def _short(number: sp.Expr) -> str:
@@ -142,65 +102,76 @@ FUNCTIONS: dict[str, Callable[[sp.Expr], sp.Expr]] = {
     "cos": sp.cos,
     "tan": sp.tan,
 }
+assert set(FUNCTIONS) == set(mp.FUNCTIONS)
 CONSTANTS: dict[str, sp.Expr] = {"pi": sp.pi, "E": sp.E}
-RESERVED = frozenset(FUNCTIONS) | frozenset(CONSTANTS)
+# No symbol may be one of these: it would be read as the function, the constant or the O of a complexity.
+RESERVED = frozenset(FUNCTIONS) | frozenset(CONSTANTS) | frozenset(mp.BOUNDS) | {"ln"}
+_ARITHMETIC = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: a / b,
+}
 
 
-def _constant(value: object) -> sp.Expr:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        kind = "text in quotes" if isinstance(value, str) else repr(value)[:20]
-        raise ExpressionError(f"contains {kind}, which is not a number")
-    if not abs(value) <= MAX_LITERAL:  # also catches inf and nan
-        shown = f"the number {value:.6g}" if abs(value) < float("inf") else "a number"
+def _number(text: str) -> sp.Expr:
+    """A literal exactly as written: 0.5 is 1/2, so 0.5*2*d_k is exactly d_k."""
+    mantissa, _, scale = text.partition("e")
+    if scale and int(scale) > MAX_SCIENTIFIC:
+        raise ExpressionError(f"contains the number {text} beyond 10^15 (write it as a power, e.g. 2^60)")
+    if scale and int(scale) < -MAX_SCIENTIFIC:
+        raise ExpressionError(f"contains the number {text}, too small to work with (10^-{MAX_SCIENTIFIC} at least)")
+    value = sp.Rational(mantissa) * sp.Integer(10) ** int(scale or 0)
+    if abs(value) > MAX_LITERAL:
+        shown = f"the number {float(value):.6g}" if len(mantissa) < 300 else f"a {len(mantissa)}-digit number"
         raise ExpressionError(f"contains {shown} beyond 10^15 (write it as a power, e.g. 2^60)")
-    # A float literal as the exact decimal it was written as: 0.5*2*d_k is then exactly d_k.
-    return sp.Integer(value) if isinstance(value, int) else sp.Rational(repr(value))
+    return value
 
 
-def _build(node: ast.AST, names: dict[str, sp.Symbol], depth: int) -> sp.Expr:
-    if depth > MAX_DEPTH:
-        raise ExpressionError(f"is nested more than {MAX_DEPTH} levels deep")
-    if isinstance(node, ast.Constant):
-        return _constant(node.value)
-    if isinstance(node, ast.Name):
-        if node.id in names:
-            return names[node.id]
-        if node.id in CONSTANTS:
-            return CONSTANTS[node.id]
-        if node.id in FUNCTIONS:
-            raise ExpressionError(f"uses {node.id} without brackets: write {node.id}(...)")
-        if not names:
-            raise ExpressionError(f"uses the name {node.id!r}, but this answer is a number: it takes no names")
-        raise ExpressionError(
-            f"uses the name {node.id!r}, which this question does not define; the names are {_names(names)}"
-        )
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        operand = _build(node.operand, names, depth + 1)
-        return _bounded(-operand if isinstance(node.op, ast.USub) else operand)
-    if isinstance(node, ast.BinOp):
-        left, right = _build(node.left, names, depth + 1), _build(node.right, names, depth + 1)
-        if isinstance(node.op, ast.Pow):
-            return _bounded(_power(left, right))
-        if type(node.op) in _OPERATORS:
-            return _bounded(_OPERATORS[type(node.op)](left, right))
-        raise ExpressionError(f"uses an operator ({type(node.op).__name__}) other than + - * / ^")
-    if isinstance(node, ast.Call):
-        if not isinstance(node.func, ast.Name):  # say what it is, e.g. attribute access
-            _build(node.func, names, depth + 1)
-            raise ExpressionError("calls something that is not a function")
-        name = node.func.id
-        if name not in FUNCTIONS:
-            raise ExpressionError(f"calls {name}(), which is not one of the functions allowed ({_names(FUNCTIONS)})")
-        if len(node.args) != 1 or node.keywords or isinstance(node.args[0], ast.Starred):
-            raise ExpressionError(f"calls {name}() with other than one value")
-        return _bounded(FUNCTIONS[name](_build(node.args[0], names, depth + 1)))
-    what = _REFUSED.get(type(node), f"Python syntax ({type(node).__name__})")
-    raise ExpressionError(f"uses {what}, which is not allowed in an answer")
+def _build(node: mp.Node, names: dict[str, sp.Symbol]) -> sp.Expr:
+    """The sympy expression of a tree, every step bounded. The parser bounds the tree's depth."""
+    if isinstance(node, mp.Num):
+        return _number(node.text)
+    if isinstance(node, mp.Sym):
+        return names[node.name]
+    if isinstance(node, mp.Const):
+        return CONSTANTS[node.name]
+    if isinstance(node, mp.Neg):
+        return _bounded(-_build(node.operand, names))
+    if isinstance(node, mp.Chain):
+        value = _build(node.operands[0], names)
+        for op, operand in zip(node.ops[1:], node.operands[1:], strict=True):
+            value = _bounded(_ARITHMETIC[op](value, _build(operand, names)))
+        return value
+    if isinstance(node, mp.Pow):
+        return _bounded(_power(_build(node.base, names), _build(node.exponent, names)))
+    if isinstance(node, mp.Call):
+        value = _bounded(FUNCTIONS[node.function](_build(node.argument, names)))
+        return value if node.log_base is None else _bounded(value / sp.log(_build(node.log_base, names)))
+    if isinstance(node, mp.Root):
+        index = _build(node.index, names)
+        if index == 0:
+            raise ExpressionError("takes a 0th root")
+        return _bounded(_power(_build(node.argument, names), 1 / index))
+    return _build(node.inner, names)  # a Bound: its caller knows it is a complexity
 
 
-def parse_expression(text: str, symbols: Sequence[str] = ()) -> sp.Expr:
-    """The sympy expression `text` denotes, using only the names in `symbols` (positive reals),
-    the constants pi and E, + - * / ^ and the functions in FUNCTIONS. Raises ExpressionError."""
+@dataclass(frozen=True)
+class Reading:
+    """How the grader reads an answer: the sympy expression, the same as text in the grader's plain
+    syntax ("n**2*d", shown to the student), the aliases it used (dk for d_k) and O or Theta when it
+    was written as a complexity."""
+
+    expr: sp.Expr
+    shown: str
+    aliases: tuple[tuple[str, str], ...] = ()
+    bound: str | None = None
+
+
+def read_expression(text: str, symbols: Sequence[str] = (), aliases: bool = False) -> Reading:
+    """How `text` reads with only the names in `symbols` (positive reals), pi and E, + - * / ^,
+    the functions in FUNCTIONS and O(...) around it; with `aliases`, other spellings of the names
+    too (dk for d_k, hn for h*n: a student's answer, not a key's). Raises ExpressionError."""
     if not isinstance(text, str):
         raise ExpressionError("is not text")
     text = text.strip()
@@ -208,20 +179,24 @@ def parse_expression(text: str, symbols: Sequence[str] = ()) -> sp.Expr:
         raise ExpressionError("is empty")
     if len(text) > MAX_LENGTH:
         raise ExpressionError(f"is longer than {MAX_LENGTH} characters")
-    source = _normalise(text)
-    if len(source) > 2 * MAX_LENGTH:  # superscripts grow by a few characters each
-        raise ExpressionError(f"is longer than {MAX_LENGTH} characters")
     try:
-        tree = ast.parse(source, mode="eval")
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        hint = ": write * between factors, e.g. 2*d_k" if _IMPLICIT_PRODUCT.search(source) else ""
-        raise ExpressionError(f"is not a valid expression{hint}") from None
-    if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
-        raise ExpressionError(f"has more than {MAX_NODES} parts")
-    expr = _build(tree.body, {name: symbol(name) for name in symbols}, 0)
+        parsed = mp.parse(text, symbols, aliases)
+    except ReadError as e:
+        raise ExpressionError(str(e)) from None
+    expr = _build(parsed.tree, {name: symbol(name) for name in symbols})
     if expr.has(sp.zoo, sp.nan, sp.oo, -sp.oo):
         raise ExpressionError("is not finite (a division by zero?)")
-    return expr
+    bound = parsed.tree.kind if isinstance(parsed.tree, mp.Bound) else None
+    return Reading(expr, mp.render(parsed.tree), parsed.aliases, bound)
+
+
+def parse_expression(text: str, symbols: Sequence[str] = ()) -> sp.Expr:
+    """The sympy expression `text` denotes, the names exactly as in `symbols` (a key's expression,
+    a claim's value): no alias and no O(...). Raises ExpressionError."""
+    reading = read_expression(text, symbols)
+    if reading.bound is not None:
+        raise ExpressionError(f"is written as a complexity, {reading.bound}(...): give the expression alone")
+    return reading.expr
 
 
 # -- numbers ----------------------------------------------------------------------------------
@@ -368,25 +343,61 @@ def _close(a, b) -> bool:
     return abs(a - b) <= REL_TOL * max(abs(a), abs(b)) + _MP.mpf(10) ** -40
 
 
-def probes_agree(expected: sp.Expr, given: sp.Expr) -> bool:
-    """Both have the same value, within REL_TOL, at every probe point where `expected` has one
-    (at least MIN_PROBES of them). Two different expressions of these names agreeing at 8 random
-    non-integer points to 9 digits does not happen by accident; a difference below 1e-9 relative
-    passes, as it would for a number."""
-    checked = 0
+def _probe_values(expected: sp.Expr, given: sp.Expr):
+    """(expected's value, given's) at each probe point where `expected` has a value; given's is
+    None where it has none."""
     for point in probe_points(sorted(expected.free_symbols | given.free_symbols, key=str)):
         try:
             want = _value(expected, point)
         except _Unevaluable:
             continue
         try:
-            got = _value(given, point)
+            yield want, _value(given, point)
         except _Unevaluable:
-            return False
-        if not _close(want, got):
+            yield want, None
+
+
+def probes_agree(expected: sp.Expr, given: sp.Expr) -> bool:
+    """Both have the same value, within REL_TOL, at every probe point where `expected` has one
+    (at least MIN_PROBES of them). Two different expressions of these names agreeing at 8 random
+    non-integer points to 9 digits does not happen by accident; a difference below 1e-9 relative
+    passes, as it would for a number."""
+    checked = 0
+    for want, got in _probe_values(expected, given):
+        if got is None or not _close(want, got):
             return False
         checked += 1
     return checked >= MIN_PROBES
+
+
+def _ratios_agree(expected: sp.Expr, given: sp.Expr) -> bool:
+    """given/expected is the same positive number at every probe point where `expected` has a
+    nonzero value (at least MIN_PROBES of them)."""
+    first, checked = None, 0
+    for want, got in _probe_values(expected, given):
+        if want == 0:
+            continue
+        if got is None:
+            return False
+        ratio = got / want
+        if first is None:
+            first = ratio
+            if not (_MP.re(first) > 0 and abs(_MP.im(first)) <= REL_TOL * abs(first)):
+                return False
+        elif not _close(first, ratio):
+            return False
+        checked += 1
+    return checked >= MIN_PROBES
+
+
+def same_order(expected: sp.Expr, given: sp.Expr) -> bool:
+    """A complexity: `given` is `expected` times a positive constant (O(2 n^2 d) is O(n^2 d)),
+    proven by sympy within SIMPLIFY_BUDGET_S or else seen at the probes. Lower-order terms are
+    not dropped: n^2 d + n is not n^2 d here."""
+    ratio = _within(SIMPLIFY_BUDGET_S, lambda: sp.simplify(given / expected))
+    if ratio is not None and ratio.is_number and ratio.is_positive:
+        return True
+    return _ratios_agree(expected, given)
 
 
 def evaluable(expected: sp.Expr) -> bool:

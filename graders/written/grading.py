@@ -9,7 +9,8 @@ from graders.execution.outcomes import describe_import_error
 from graders.intake.submission import Intake
 from graders.scoring.results import CheckResult
 from graders.spec import Limits, Spec, assignment_dir
-from graders.written.answers import AnswersProblem, answer_warnings, grade_answers, load_answers
+from graders.written.answerfile import AnswersProblem, load_answers
+from graders.written.answers import answer_warnings, grade_answers
 from graders.written.key import AnswerKey, check_name, load_key
 
 

@@ -17,6 +17,8 @@ from pydantic_core import ErrorDetails
 
 from graders.written import yamlsafe
 from graders.written.expressions import RESERVED, ExpressionError, evaluable, parse_expression
+from graders.written.mathparse import ReadError, Sym, parse
+from graders.written.reading import Kind, PartForm
 
 Id = Annotated[str, Field(pattern=r"^[A-Za-z0-9_]+$", max_length=40)]
 DEFAULT_REL_TOL = 1e-9  # a number with no tolerance given: equal up to float rounding
@@ -73,12 +75,19 @@ class Part(_Strict):
     rel_tol: float | None = Field(None, ge=0)
     expression: str | None = Field(None, description="in the same syntax students use: d_model/h, 2^20, sqrt(d_k)")
     symbols: tuple[str, ...] = Field((), description="the names the expression (and students) may use")
+    complexity: bool = Field(
+        False,
+        description="an expression that is a cost: O(...) or Theta(...) around the answer accepted, and "
+        "compared up to a positive constant factor (O(2 n^2 d) is O(n^2 d))",
+    )
     code: Code | None = Field(None, description="graded by running the student's function in the worker")
 
     @model_validator(mode="after")
     def _one_answer(self) -> "Part":
         if sum(x is not None for x in (self.number, self.expression, self.code)) != 1:
             raise FieldProblem((), f"part {self.id} needs exactly one of number, expression and code")
+        if self.complexity and self.expression is None:
+            raise FieldProblem(("complexity",), "complexity goes with an expression (the cost, e.g. n^2*d)")
         if self.code is not None:
             if self.symbols or self.abs_tol is not None or self.rel_tol is not None:
                 raise FieldProblem(("code",), "symbols and tolerances go with a number or an expression, not code")
@@ -92,9 +101,10 @@ class Part(_Strict):
         if self.abs_tol is not None or self.rel_tol is not None:
             raise FieldProblem(("expression",), "tolerances go with a number; expressions are compared exactly")
         for name in self.symbols:
-            if not name.isidentifier() or name in RESERVED or name.startswith("_"):
+            if not name.isidentifier() or name in RESERVED or name.startswith("_") or not _typeable(name, self.symbols):
                 raise FieldProblem(
-                    ("symbols",), f"{name!r} cannot be a name (a function, a constant or not an identifier)"
+                    ("symbols",),
+                    f"{name!r} cannot be a name (a function, a constant, O, not an identifier, or not typeable as d_k)",
                 )
         if _duplicate(list(self.symbols)) is not None:
             raise FieldProblem(("symbols",), "a name is listed twice")
@@ -170,6 +180,39 @@ class Claim(_Strict):
         if not body or not isinstance(body[-1], ast.Expr):
             raise FieldProblem(("code",), "must end with an expression: its value is what the claim asserts")
         return self
+
+
+def _typeable(name: str, symbols: tuple[str, ...]) -> bool:
+    """A student typing `name` gets that name: d__k, for one, could never be typed."""
+    try:
+        return parse(name, symbols, aliases=False).tree == Sym(name)
+    except ReadError:
+        return False
+
+
+def part_form(question: Question, part: Part) -> PartForm:
+    """What the part asks for, without its answer (the preview's and the templates' view of it)."""
+    kind: Kind = "code" if part.code is not None else "number" if part.number is not None else "expression"
+    return PartForm(
+        question=question.id,
+        part=part.id,
+        label=question.label(part),
+        kind=kind,
+        symbols=part.symbols,
+        complexity=part.complexity,
+        siblings=tuple(p.id for p in question.parts),
+        function=part.code.function if part.code is not None else None,
+    )
+
+
+def key_forms(key: "AnswerKey") -> list[PartForm]:
+    """Every part of the key as a PartForm, and each manual question as one, in the key's order."""
+    forms = []
+    for q in key.questions:
+        if q.manual:
+            forms.append(PartForm(question=q.id, part=None, label=q.id, kind="manual"))
+        forms += [part_form(q, p) for p in q.parts]
+    return forms
 
 
 def check_name(question: Question, part: Part) -> str:
