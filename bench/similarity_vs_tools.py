@@ -24,6 +24,8 @@ a false pair. The rank of a planted pair is its place in the tool's order, ties 
 import argparse
 import json
 import math
+import os
+import platform
 import random
 import subprocess
 import sys
@@ -45,6 +47,7 @@ DOLOS = REPO / "bench" / "dolos"
 ORDER = ("utils.py", "model_solution.py", "train.py")  # the spec's order, for the one-file tools
 DISGUISED = ("rename", "reorder", "reformat", "comments", "dead_code", "loop", "all")
 OURS_T, COPYDETECT_T = 0.3, 0.33
+STARTERS = frozenset(("starter_1", "starter_2", "barely_touched"))
 Pairs = dict[frozenset[str], float]
 
 
@@ -184,6 +187,7 @@ class Row:
     false: int
     ranks: list[int]
     best_false: float
+    best_starter: float | None  # the best pair with an untouched or barely touched starter in it
     seconds: float
 
 
@@ -192,8 +196,12 @@ def score(tool: str, pairs: Pairs, c: Class, threshold: float, seconds: float) -
     all_pairs = {frozenset((a, b)): pairs.get(frozenset((a, b)), 0.0) for i, a in enumerate(everyone) for b in everyone[i + 1 :]}
     flagged = {p for p, s in all_pairs.items() if s >= threshold}
     ranks = sorted(sum(1 for s in all_pairs.values() if s >= all_pairs[p]) for p in c.planted)
-    false = [s for p, s in all_pairs.items() if p not in c.planted]
-    return Row(tool, threshold, len(flagged), len(flagged & c.planted), len(flagged - c.planted), ranks, max(false), seconds)
+    false = [s for p, s in all_pairs.items() if p not in c.planted and not p & STARTERS]
+    starters = [s for p, s in all_pairs.items() if p & STARTERS]
+    return Row(
+        tool, threshold, len(flagged), len(flagged & c.planted), len(flagged - c.planted), ranks, max(false),
+        max(starters) if starters else None, seconds,
+    )
 
 
 def run_class(c: Class, root: Path) -> list[Row]:
@@ -218,14 +226,15 @@ def table(c: Class, rows: list[Row]) -> str:
         f"class {c.name!r}: {n} submissions, {n * (n - 1) // 2} pairs, {len(c.planted)} planted "
         f"({'starter given' if c.starter else 'no starter given'})\n"
         "| tool | threshold | flagged | planted found | false pairs | precision | recall | ranks of the planted pairs "
-        "| best false pair | seconds |\n|---|---|---|---|---|---|---|---|---|---|"
+        "| best other pair | best starter pair | seconds |\n|---|---|---|---|---|---|---|---|---|---|---|"
     )
     lines = [head]
     for r in rows:
         precision = r.found / r.flagged if r.flagged else 1.0
         lines.append(
             f"| {r.tool} | {r.threshold:.2f} | {r.flagged} | {r.found}/{len(c.planted)} | {r.false} | {precision:.2f} "
-            f"| {r.found / len(c.planted):.2f} | {' '.join(map(str, r.ranks))} | {r.best_false:.2f} | {r.seconds:.1f} |"
+            f"| {r.found / len(c.planted):.2f} | {' '.join(map(str, r.ranks))} | {r.best_false:.2f} "
+            f"| {'-' if r.best_starter is None else f'{r.best_starter:.2f}'} | {r.seconds:.1f} |"
         )
     return "\n".join(lines)
 
@@ -237,10 +246,20 @@ def verdict(rows: list[Row]) -> str:
     return f"ours {mine.found} found, {mine.false} false; best other ({best.tool}) {best.found} found, {best.false} false: {'PASS' if ok else 'FAIL'}"
 
 
+def _header() -> str:
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    node = subprocess.run(["node", "--version"], capture_output=True, text=True)
+    return (
+        f"{time.strftime('%Y-%m-%d')}, commit {commit.stdout.strip() or '?'}, {platform.node()} "
+        f"({os.cpu_count()} cores), Python {platform.python_version()}, Node {node.stdout.strip() or '?'}\n"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--keep", type=Path, help="write the classes and the tools' outputs here")
     args = parser.parse_args()
+    print(_header())
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
         verdicts = []

@@ -87,10 +87,9 @@ def main(argv: list[str]) -> int:
         print(f"grade similarity: {e}", file=sys.stderr)
         return 2
     seconds = ", ".join(f"{k.removesuffix('_s')} {v:.1f} s" for k, v in result.timings.items())
-    starter = next((r.starter for r in result.removed if r.starter), None)
     print(
         f"{result.compared} submissions compared ({result.pairs_total} pairs), {result.pairs_over} scored "
-        f"{args.min_score} or more; starter: {starter or 'none found'}; removed as common: passages in more than "
+        f"{args.min_score} or more; starter removed: {result.starter}; and as common: passages in more than "
         f"{result.common_limit} submissions; {out / 'similarity.html'}, {out / 'similarity.csv'} ({seconds})"
     )
     for student, why in sorted(result.not_compared.items()):

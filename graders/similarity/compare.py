@@ -65,6 +65,8 @@ class Comparison:
     common_limit: int | None  # a fingerprint held by more submissions than this was removed
     floor: float  # the least denominator of a pair's score
     removed: list[FileRemoved] = field(default_factory=list)
+    near_empty: dict[str, int] = field(default_factory=dict)  # student -> own fingerprints, under the floor
+    starter: str = ""  # the starter removed, and why that one (set by run.py)
     with_regions: int = 0  # the first this many of `pairs` have their matched lines
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -122,12 +124,14 @@ def _histogram(values: np.ndarray) -> list[tuple[str, int]]:
     return [(f"{lo:.1f}–{hi:.1f}", int(c)) for (lo, hi), c in zip(pairwise(edges), counts, strict=True)]
 
 
-def _scores(per_file: dict[str, FileComparison], n: int) -> tuple[np.ndarray, np.ndarray, float]:
-    """Every pair's shared fingerprints and score over all files together, and the floor used."""
+def _scores(per_file: dict[str, FileComparison], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Every pair's shared fingerprints and score over all files together, each submission's own
+    fingerprints, and the floor used."""
     shared = sum((fc.shared for fc in per_file.values()), np.zeros((n, n), dtype=np.float32))
     size_a = sum((fc.size_a for fc in per_file.values()), np.zeros((n, n), dtype=np.float32))
-    floor = class_floor(sum((fc.sizes for fc in per_file.values()), np.zeros(n)))
-    return shared, shared / np.maximum(np.minimum(size_a, size_a.T), floor), floor
+    own = sum((fc.sizes for fc in per_file.values()), np.zeros(n))
+    floor = class_floor(own)
+    return shared, shared / np.maximum(np.minimum(size_a, size_a.T), floor), own, floor
 
 
 def _not_compared(submissions: list[Submission]) -> dict[str, str]:
@@ -154,7 +158,7 @@ def compare(
     n = len(usable)
     cap = common.limit(n) if common else None
     per_file = {name: compare_file(name, usable, Starter.of(starters.get(name)), cap) for name in files}
-    shared, overall, floor = _scores(per_file, n)
+    shared, overall, own, floor = _scores(per_file, n)
     indexed = time.perf_counter()
     iu, ju = np.triu_indices(n, 1)
     values, sharing = overall[iu, ju], shared[iu, ju] > 0
@@ -182,5 +186,6 @@ def compare(
         floor=floor,
         removed=[removed_from(fc, names, starters.get(name)) for name, fc in per_file.items()],
         with_regions=min(limit, len(pairs)),
+        near_empty={names[i]: int(own[i]) for i in np.nonzero(own < floor)[0].tolist()},
         timings={"index_s": indexed - started, "regions_s": time.perf_counter() - indexed},
     )

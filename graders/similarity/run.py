@@ -54,6 +54,7 @@ def run_similarity(students: dict[str, Path], spec: Spec, out: Path, options: Op
     result.notes.extend(notes)
     compared = time.perf_counter()
     shown = StarterShown(_shown(choice.path), choice.origin)
+    result.starter = f"{shown.path} ({shown.origin})"
     paths = write_outputs(result, out, spec.title, options.show, options.min_score, shown)
     refresh_similarity(out / "summary.html", paths["json"])
     result.timings = {"read_s": read - started, **result.timings, "write_s": time.perf_counter() - compared}
