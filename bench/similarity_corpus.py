@@ -424,7 +424,10 @@ def dead_code(text: str, rng: random.Random) -> str:
         if rng.random() < 0.7:
             at = 1 if fn.body and isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) else 0
             fn.body[at:at] = ast.parse(rng.choice(_DEAD)).body
-    helper = "def _check_shapes(a, b):\n    if a is None or b is None:\n        return False\n    return tuple(a) == tuple(b)\n"
+    helper = (
+        "def _check_shapes(a, b):\n    if a is None or b is None:\n        return False\n"
+        "    return tuple(a) == tuple(b)\n"
+    )
     tree.body.extend(ast.parse(helper).body)
     return ast.unparse(tree) + "\n"
 
@@ -438,7 +441,9 @@ class _WhileLoops(ast.NodeTransformer):
 
     def visit_For(self, node: ast.For) -> ast.AST | list[ast.stmt]:
         self.generic_visit(node)
-        simple = isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Name) and node.iter.func.id == "range"
+        simple = (
+            isinstance(node.iter, ast.Call) and isinstance(node.iter.func, ast.Name) and node.iter.func.id == "range"
+        )
         if not simple or not isinstance(node.target, ast.Name) or node.orelse:
             return node
         if any(isinstance(n, ast.Continue) for n in ast.walk(node)) or len(node.iter.args) != 1:  # type: ignore[attr-defined]
@@ -502,4 +507,3 @@ def disguised(files: dict[str, str], how: str, seed: int) -> dict[str, str]:
     for text in out.values():
         ast.parse(text)  # still Python
     return out
-

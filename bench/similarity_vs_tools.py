@@ -115,8 +115,13 @@ def copydetect_pairs(flat: Path, starter: Path | None) -> Pairs:
     from copydetect import CopyDetector
 
     d = CopyDetector(
-        test_dirs=[str(flat)], ref_dirs=[str(flat)], boilerplate_dirs=[str(starter)] if starter else [],
-        extensions=["py"], autoopen=False, silent=True, out_file=str(flat.parent / "copydetect.html"),
+        test_dirs=[str(flat)],
+        ref_dirs=[str(flat)],
+        boilerplate_dirs=[str(starter)] if starter else [],
+        extensions=["py"],
+        autoopen=False,
+        silent=True,
+        out_file=str(flat.parent / "copydetect.html"),
     )
     d.run()
     names = [Path(f).stem for f in d.test_files]
@@ -193,14 +198,23 @@ class Row:
 
 def score(tool: str, pairs: Pairs, c: Class, threshold: float, seconds: float) -> Row:
     everyone = sorted(c.submissions)
-    all_pairs = {frozenset((a, b)): pairs.get(frozenset((a, b)), 0.0) for i, a in enumerate(everyone) for b in everyone[i + 1 :]}
+    all_pairs = {
+        frozenset((a, b)): pairs.get(frozenset((a, b)), 0.0) for i, a in enumerate(everyone) for b in everyone[i + 1 :]
+    }
     flagged = {p for p, s in all_pairs.items() if s >= threshold}
     ranks = sorted(sum(1 for s in all_pairs.values() if s >= all_pairs[p]) for p in c.planted)
     false = [s for p, s in all_pairs.items() if p not in c.planted and not p & STARTERS]
     starters = [s for p, s in all_pairs.items() if p & STARTERS]
     return Row(
-        tool, threshold, len(flagged), len(flagged & c.planted), len(flagged - c.planted), ranks, max(false),
-        max(starters) if starters else None, seconds,
+        tool,
+        threshold,
+        len(flagged),
+        len(flagged & c.planted),
+        len(flagged - c.planted),
+        ranks,
+        max(false),
+        max(starters) if starters else None,
+        seconds,
     )
 
 
@@ -240,10 +254,14 @@ def table(c: Class, rows: list[Row]) -> str:
 
 
 def verdict(rows: list[Row]) -> str:
+    """Ours against the better of the others (the most planted pairs found, then the fewest false)."""
     mine, others = rows[0], rows[1:]
     best = max(others, key=lambda r: (r.found, -r.false))
     ok = mine.found >= best.found and mine.false <= min(r.false for r in others if r.found == best.found)
-    return f"ours {mine.found} found, {mine.false} false; best other ({best.tool}) {best.found} found, {best.false} false: {'PASS' if ok else 'FAIL'}"
+    return (
+        f"ours {mine.found} found, {mine.false} false; the better other ({best.tool}) {best.found} found, "
+        f"{best.false} false: {'PASS' if ok else 'FAIL'} (as many found, no more false pairs)"
+    )
 
 
 def _header() -> str:
