@@ -194,6 +194,13 @@ class Spec(_Strict):
         description="required files run cell by cell (Jupyter percent format or .ipynb) by the checks, "
         "not imported when the worker starts",
     )
+    starter: str | None = Field(
+        None,
+        description="the starter code students were given, as they got it: a folder or a .zip, relative to "
+        "the assignment's folder (or absolute). `grade similarity` and `grade batch --similarity` remove it "
+        "before comparing (`--starter` overrides it); unset, the assignment's template is used "
+        "(assignment/NAME/template/, for a3 student_template/)",
+    )
     reference_dir: str | None = None
     reference_modules: tuple[str, ...] = Field(
         (), description="modules of reference_dir the checks get, in import order"

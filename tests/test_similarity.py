@@ -2,7 +2,9 @@
 the page opened in real headless Chromium: a disguised copy (names renamed, reformatted, functions
 reordered, comments and docstrings changed) scores near-identical, independent correct solutions
 (tests/corpus/students/) score low, and two unfilled starters share nothing once the starter is
-removed. Nothing a submission holds is ever run."""
+removed. Without the course's starter (a class built on another starter than the assignment's
+template: bench/similarity_corpus.py), code common to the class is removed instead, in a folder of
+5 as in one of 500, and untouched starters stay low. Nothing a submission holds is ever run."""
 
 import ast
 import csv
@@ -15,10 +17,18 @@ from pathlib import Path
 import pytest
 
 from conftest import GRADE, REFERENCE, REPO, write_zip
+from graders.similarity.compare import compare
+from graders.similarity.normalise import Unit, ast_stream
+from graders.similarity.run import Options, run_similarity
+from graders.similarity.sources import SourceFile, Submission, read_starter
+from graders.spec import load_spec, spec_path
 from graders.intake.submission import MAX_FILE_BYTES
 from test_a2s1 import REFERENCE as A2S1_REFERENCE
 from test_a2s1 import ipynb
 from test_html_report import CONSOLE, by_id, chromium, parse
+
+sys.path.insert(0, str(REPO / "bench"))
+import similarity_corpus as course  # noqa: E402  (bench/: the course's starter, the disguises)
 
 CORPUS = REPO / "tests" / "corpus" / "students"
 STARTER = REPO / "student_template"
@@ -234,6 +244,14 @@ def test_batch_with_similarity_for_notebooks(tmp_path):
     again = tmp_path / "again"
     _run("similarity", out, "--out", again)
     assert _pairs(again).keys() == {k for k, v in pairs.items() if score(pairs, *k) >= 0.3}
+    # Into the batch's own OUT (the default for one): summary.html's section is the new pass's.
+    before = (out / "summary.html").read_text()
+    _run("similarity", out, "--min-score", "0.95", "--starter", A2S1_STARTER.parent)
+    after = (out / "summary.html").read_text()
+    section = by_id(parse(after), "similar-code").text()
+    assert "scored 0.95 or more" in section and "(--starter)" in section
+    assert after.split("<!-- similar-code -->")[0] == before.split("<!-- similar-code -->")[0]
+    assert after.split("<!-- /similar-code -->")[1] == before.split("<!-- /similar-code -->")[1]
 
 
 def test_the_similarity_package_never_imports_torch():
@@ -241,3 +259,122 @@ def test_the_similarity_package_never_imports_torch():
             "print('torch' in sys.modules)")
     p = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert p.stdout.strip() == "False", p.stderr[-2000:]
+
+
+# --- without the course's starter -------------------------------------------------------------
+
+
+def _starter_pairs(pairs: dict[frozenset, dict[str, dict]], names: set[str]) -> list[float]:
+    return [score(pairs, *sorted(p)) for p in pairs if p & names]
+
+
+def test_a_folder_of_five_on_another_starter_with_none_named(tmp_path):
+    """Two untouched course starters, a student, a disguised copy of them and another student; the
+    assignment's template is not what they started from and no --starter is given: the copy is the
+    top pair, the starters pair with nobody, and the page says what was removed and why."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    students = course.corpus_students()
+    a, b = course.filled(students[0]), course.filled(students[5])
+    for name, files in {"ana": a, "bo": b, "copy_of_ana": course.disguised(a, "all", 3),
+                        "starter_1": course.COURSE_STARTER, "starter_2": course.COURSE_STARTER}.items():
+        write_zip(folder / f"{name}.zip", files)
+    out = tmp_path / "out"
+    p = _run("similarity", folder, "--out", out, "--min-score", "0")
+    pairs = _pairs(out)
+    assert score(pairs, "ana", "copy_of_ana") >= 0.9
+    top = json.loads((out / "similarity.json").read_text())["top"][0]
+    assert {top["a"], top["b"]} == {"ana", "copy_of_ana"}
+    starters = _starter_pairs(pairs, {"starter_1", "starter_2"})
+    assert max(starters, default=0) < 0.3, starters
+    assert "starter removed: student_template (the assignment's template)" in p.stdout
+    assert "passages in more than 2 submissions" in p.stdout
+    page = parse((out / "similarity.html").read_text())
+    rule = by_id(page, "common-rule").text()
+    assert "more than 2 of the 5 submissions" in rule and "treated as starter code" in rule
+    assert "student_template" in by_id(page, "starter-used").text()
+    assert {"starter_1", "starter_2"} <= {n.text() for n in by_id(page, "near-empty").walk() if n.tag == "strong"}
+    removed = [n for n in page.walk() if n.tag == "details" and "common" in (n.attrs.get("class") or "")]
+    shown = "".join(n.text() for n in removed)
+    assert "load_dataset(" in shown and "in at least 5 of 5 submissions" in shown, shown
+
+
+def test_a_class_of_500_on_another_starter_with_none_named():
+    """497 real-style submissions of the 27 corpus students (renamed or reordered, 54 versions:
+    copies of each other by the score's own measure), two untouched starters and a barely touched
+    one, read in memory: no pair with a starter in it is listed, while the copies score near 1."""
+    students = course.corpus_students()
+    spec = load_spec(spec_path("a3"))
+    starters, _ = read_starter(spec)  # the assignment's template: not what this class started from
+    filled = [course.filled(s) for s in students]
+    dressed = [course.disguised(filled[i % 27], ("rename", "reorder")[i % 2], i) for i in range(54)]
+
+    def submission(name: str, files: dict[str, str]) -> Submission:
+        return Submission(name, {f: SourceFile(f, f, t, [Unit(t)]) for f, t in files.items()})
+
+    subs = [submission(f"s{i:03d}", dressed[i % 54]) for i in range(497)]
+    subs += [submission("starter_1", course.COURSE_STARTER), submission("starter_2", course.COURSE_STARTER),
+             submission("barely", course.barely_touched())]
+    result = compare(subs, starters, spec.required_files, min_score=0.3, limit=0)
+    assert result.common_limit == 50
+    with_starter = [p for p in result.pairs if {p.a, p.b} & {"starter_1", "starter_2", "barely"}]
+    assert not with_starter, [(p.a, p.b, p.score) for p in with_starter[:5]]
+    assert result.pairs[0].score >= 0.95 and result.pairs_over > 4000  # the ~18 copies of each student
+    assert {"starter_1", "starter_2", "barely"} <= set(result.near_empty)
+
+
+def test_the_spec_names_the_starter_as_a_zip(tmp_path):
+    """The course's starter named once in the spec (a zip here, with a top folder): it is removed
+    whole, so the two untouched copies of it share nothing, and the page and CSV name it."""
+    zip_path = write_zip(tmp_path / "course-a3-starter.zip", course.COURSE_STARTER, folder="a3-starter/")
+    spec = load_spec(spec_path("a3")).model_copy(update={"starter": str(zip_path)})
+    folder = tmp_path / "in"
+    folder.mkdir()
+    real = {s: course.filled(s) for s in course.corpus_students()[:6]}
+    for name, files in real.items():
+        write_zip(folder / f"{name}.zip", files)
+    write_zip(folder / "copy.zip", course.disguised(real["abe_block_mask"], "dead_code", 1))
+    write_zip(folder / "starter_1.zip", course.COURSE_STARTER)
+    write_zip(folder / "starter_2.zip", course.COURSE_STARTER)
+    out = tmp_path / "out"
+    result = run_similarity({p.stem: p for p in folder.glob("*.zip")}, spec, out, Options(min_score=0.0))
+    assert (result.pairs[0].a, result.pairs[0].b) == ("abe_block_mask", "copy")
+    assert not [p for p in result.pairs if "starter_1" in (p.a, p.b) or "starter_2" in (p.a, p.b)]
+    page = parse((out / "similarity.html").read_text())
+    assert "course-a3-starter.zip" in by_id(page, "starter-used").text()
+    assert "the spec's starter" in by_id(page, "starter-used").text()
+    with open(out / "similarity.csv", newline="", encoding="utf-8") as fh:
+        assert {row["starter"] for row in csv.DictReader(fh)} == {str(zip_path)}
+    assert json.loads((out / "similarity.json").read_text())["starter"]["path"] == str(zip_path)
+
+
+def test_a_starter_that_is_not_there_is_refused(tmp_path):
+    write_zip(tmp_path / "one.zip", starter_files())
+    p = subprocess.run([*GRADE, "similarity", str(tmp_path), "--out", str(tmp_path / "o"), "--starter",
+                        str(tmp_path / "nope.zip")], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "--starter" in p.stderr and "nope.zip is not a folder or a zip" in p.stderr
+
+
+def test_every_pair_over_the_threshold_is_in_the_csv(a3_class, tmp_path):
+    """--limit bounds the pairs given their matched lines, never the CSV's rows: the rest say so,
+    and so does the page."""
+    out = tmp_path / "out"
+    _run("similarity", a3_class["out"].parent / "in", "--out", out, "--min-score", "0", "--limit", "3", "--show", "5")
+    with open(out / "similarity.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert {frozenset((r["student_a"], r["student_b"])) for r in rows} == set(a3_class["pairs"])
+    assert {r["a_matched_lines"] for r in rows if int(r["rank"]) > 3} == {"(not listed: past the top 3)"}
+    assert all(r["a_matched_lines"] and "not listed" not in r["a_matched_lines"] for r in rows if int(r["rank"]) <= 3)
+    counts = by_id(parse((out / "similarity.html").read_text()), "counts").text()
+    assert "every one in similarity.csv" in counts and "matched lines for the top 3" in counts
+
+
+def test_an_unfilled_stub_gives_no_tokens():
+    """A stub (`pass`, `...`, `raise NotImplementedError`, a docstring) is no one's code: it gives
+    no token, and a method given in part is compared on its given lines, the placeholder left out."""
+    stubs = ('def f(self, x):\n    """Doc."""\n    raise NotImplementedError("f")\n\n'
+             "def g(x):\n    pass\n\ndef h(x):\n    ...\n")
+    assert ast_stream([Unit(stubs)]).ids.size == 0
+    given = "def f(x):\n    y = x.shape\n    return y\n"
+    stub = "def f(x):\n    y = x.shape\n    # YOUR CODE HERE\n    raise NotImplementedError\n    return y\n"
+    assert ast_stream([Unit(stub)]).ids.tolist() == ast_stream([Unit(given)]).ids.tolist()

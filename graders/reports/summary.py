@@ -20,6 +20,7 @@ _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 # What graders/similarity/ leaves beside the summary: its counts and top pairs, for the "Similar
 # code" section (the summary reads the file, never the similarity package: reports stay views).
 SIMILARITY_FILE = "similarity.json"
+_SECTION = re.compile(r"<!-- similar-code -->.*?<!-- /similar-code -->", re.S)  # summary_similarity.html.j2
 
 
 def message_kind(message: str) -> str:
@@ -165,6 +166,21 @@ def read_similarity(folder: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and isinstance(data.get("top"), list) else None
+
+
+def refresh_similarity(summary: Path, similarity: Path) -> bool:
+    """summary.html's "Similar code" section rendered again from `similarity` (the JSON a new
+    similarity pass wrote beside it), the rest of the page as it was. False where there is no
+    summary there, or one without the section's marks (older: `grade batch` writes it anew)."""
+    try:
+        page = summary.read_text(encoding="utf-8")
+    except OSError:
+        return False
+    section = env.get_template("summary_similarity.html.j2").render(similarity=read_similarity(similarity.parent))
+    page, found = _SECTION.subn(lambda _: section.strip(), page, count=1)
+    if found:
+        summary.write_text(page, encoding="utf-8")
+    return bool(found)
 
 
 def render_summary(

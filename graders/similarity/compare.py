@@ -7,7 +7,8 @@ from itertools import pairwise
 
 import numpy as np
 
-from graders.similarity.index import FLOOR, FileComparison, Starter, compare_file, default_common
+from graders.similarity.index import Common, FileComparison, Starter, class_floor, compare_file
+from graders.similarity.removed import FileRemoved, removed_from
 from graders.similarity.sources import SourceFile, Submission
 from graders.similarity.winnow import Fingerprints
 
@@ -15,6 +16,7 @@ GAP = 3  # fingerprints apart (on both sides) that still belong to one matching 
 # Lines apart that still belong to one region: starter code between two matches has no fingerprints
 # left (removed), so fingerprints adjacent in the list may be a whole given method apart.
 LINE_GAP = 3
+DEFAULT_COMMON = Common()
 
 
 @dataclass
@@ -31,12 +33,12 @@ class FileMatch:
     size_a: int
     size_b: int
     mode: str  # "ast" or "tokens"
-    regions: list[Region]
+    regions: list[Region] | None  # None: not looked for (a pair past the `limit` with regions)
     a: SourceFile | None
     b: SourceFile | None
 
     def lines(self, side: str) -> list[tuple[int, int]]:
-        return [getattr(r, side) for r in self.regions]
+        return [getattr(r, side) for r in self.regions or []]
 
 
 @dataclass
@@ -54,14 +56,23 @@ class Comparison:
     compared: int  # submissions with at least one file compared
     pairs_total: int  # pairs of those
     pairs_sharing: int  # pairs with at least one shared fingerprint
-    pairs: list[Pair]  # the reported ones, best first
+    pairs: list[Pair]  # every pair scoring min_score or more, best first
     histogram: list[tuple[str, int]]  # pair scores of the whole class, binned
     not_compared: dict[str, str]  # student -> why (rejected, or no file usable)
     problems: dict[str, dict[str, str]]  # student -> file -> why that file was not compared
     notes: list[str]
-    common: int | None
+    common: Common
+    common_limit: int | None  # a fingerprint held by more submissions than this was removed
+    floor: float  # the least denominator of a pair's score
+    removed: list[FileRemoved] = field(default_factory=list)
+    near_empty: dict[str, int] = field(default_factory=dict)  # student -> own fingerprints, under the floor
+    starter: str = ""  # the starter removed, and why that one (set by run.py)
+    with_regions: int = 0  # the first this many of `pairs` have their matched lines
     timings: dict[str, float] = field(default_factory=dict)
-    pairs_over: int = 0  # pairs scoring min_score or more: `pairs` lists `limit` of them at most
+
+    @property
+    def pairs_over(self) -> int:
+        return len(self.pairs)
 
 
 def regions(fa: Fingerprints, fb: Fingerprints, common: np.ndarray) -> list[Region]:
@@ -84,13 +95,16 @@ def regions(fa: Fingerprints, fb: Fingerprints, common: np.ndarray) -> list[Regi
     return [Region((r[2], r[3]), (r[4], r[5])) for r in found]
 
 
-def _file_match(fc: FileComparison, scores: np.ndarray, i: int, j: int) -> FileMatch | None:
+def _file_match(fc: FileComparison, scores: np.ndarray, i: int, j: int, find_regions: bool) -> FileMatch | None:
     if fc.shared[i, j] <= 0:
         return None
     mode = fc.mode(i, j)
     ea, eb = fc.entries[i], fc.entries[j]
     assert ea is not None and eb is not None  # a pair sharing fingerprints has the file on both sides
-    fa, fb = ea.fingerprints(mode, fc.starter), eb.fingerprints(mode, fc.starter)
+    found = None
+    if find_regions:
+        fa, fb = ea.fingerprints(mode, fc.starter), eb.fingerprints(mode, fc.starter)
+        found = regions(fa, fb, fc.common[mode])
     return FileMatch(
         fc.name,
         float(scores[i, j]),
@@ -98,7 +112,7 @@ def _file_match(fc: FileComparison, scores: np.ndarray, i: int, j: int) -> FileM
         int(fc.size_a[i, j]),
         int(fc.size_a[j, i]),
         mode,
-        regions(fa, fb, fc.common[mode]),
+        found,
         ea.source,
         eb.source,
     )
@@ -110,24 +124,41 @@ def _histogram(values: np.ndarray) -> list[tuple[str, int]]:
     return [(f"{lo:.1f}–{hi:.1f}", int(c)) for (lo, hi), c in zip(pairwise(edges), counts, strict=True)]
 
 
+def _scores(per_file: dict[str, FileComparison], n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Every pair's shared fingerprints and score over all files together, each submission's own
+    fingerprints, and the floor used."""
+    shared = sum((fc.shared for fc in per_file.values()), np.zeros((n, n), dtype=np.float32))
+    size_a = sum((fc.size_a for fc in per_file.values()), np.zeros((n, n), dtype=np.float32))
+    own = sum((fc.sizes for fc in per_file.values()), np.zeros(n))
+    floor = class_floor(own)
+    return shared, shared / np.maximum(np.minimum(size_a, size_a.T), floor), own, floor
+
+
+def _not_compared(submissions: list[Submission]) -> dict[str, str]:
+    return {
+        s.student: s.rejected or "; ".join(f"{k}: {v}" for k, v in sorted(s.problems.items())) or "no file to compare"
+        for s in submissions
+        if not s.files
+    }
+
+
 def compare(
     submissions: list[Submission],
     starters: dict[str, SourceFile],
     files: tuple[str, ...],
     min_score: float = 0.3,
     limit: int = 1000,
-    common: int | None = -1,
+    common: Common | None = DEFAULT_COMMON,
 ) -> Comparison:
-    """Score every pair of `submissions` on `files`; the pairs scoring at least `min_score`, at
-    most `limit` of them, are reported with their regions. `common` -1: default_common."""
+    """Score every pair of `submissions` on `files`; every pair scoring at least `min_score` is
+    listed, the first `limit` of them with their matching regions. `common` None: nothing removed
+    as common to the class."""
     started = time.perf_counter()
     usable = [s for s in submissions if s.files]
-    common = default_common(len(usable)) if common == -1 else common
-    per_file = {name: compare_file(name, usable, Starter.of(starters.get(name)), common) for name in files}
     n = len(usable)
-    shared = sum((fc.shared for fc in per_file.values()), np.zeros((n, n), dtype=np.float32))
-    size_a = sum((fc.size_a for fc in per_file.values()), np.zeros((n, n), dtype=np.float32))
-    overall = shared / np.maximum(np.minimum(size_a, size_a.T), FLOOR)
+    cap = common.limit(n) if common else None
+    per_file = {name: compare_file(name, usable, Starter.of(starters.get(name)), cap) for name in files}
+    shared, overall, own, floor = _scores(per_file, n)
     indexed = time.perf_counter()
     iu, ju = np.triu_indices(n, 1)
     values, sharing = overall[iu, ju], shared[iu, ju] > 0
@@ -136,15 +167,10 @@ def compare(
     picked.sort(key=lambda k: (-values[k], names[iu[k]], names[ju[k]]))
     file_scores = {name: fc.scores() for name, fc in per_file.items()}
     pairs = []
-    for rank, k in enumerate(picked[:limit], start=1):
+    for rank, k in enumerate(picked, start=1):
         i, j = int(iu[k]), int(ju[k])
-        found = [m for name, fc in per_file.items() if (m := _file_match(fc, file_scores[name], i, j))]
+        found = [m for name, fc in per_file.items() if (m := _file_match(fc, file_scores[name], i, j, rank <= limit))]
         pairs.append(Pair(rank, names[i], names[j], float(values[k]), found))
-    not_compared = {
-        s.student: s.rejected or "; ".join(f"{k}: {v}" for k, v in sorted(s.problems.items())) or "no file to compare"
-        for s in submissions
-        if not s.files
-    }
     return Comparison(
         students=[s.student for s in submissions],
         compared=n,
@@ -152,10 +178,14 @@ def compare(
         pairs_sharing=int(sharing.sum()),
         pairs=pairs,
         histogram=_histogram(values),
-        not_compared=not_compared,
+        not_compared=_not_compared(submissions),
         problems={s.student: dict(s.problems) for s in usable if s.problems},
         notes=[],
-        common=common,
+        common=common or Common(1.0, 0),
+        common_limit=cap,
+        floor=floor,
+        removed=[removed_from(fc, names, starters.get(name)) for name, fc in per_file.items()],
+        with_regions=min(limit, len(pairs)),
+        near_empty={names[i]: int(own[i]) for i in np.nonzero(own < floor)[0].tolist()},
         timings={"index_s": indexed - started, "regions_s": time.perf_counter() - indexed},
-        pairs_over=len(picked),
     )

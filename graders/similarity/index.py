@@ -10,10 +10,16 @@ Score of a file for a pair: shared fingerprints / the smaller side's fingerprint
 as MOSS's per-side percentages, rather than Jaccard): copying a solution and adding code of one's
 own keeps the score high, where Jaccard would dilute it. Its weakness, a tiny file that is wholly
 contained by chance, is met by a floor on the denominator (FLOOR fingerprints, about two methods).
-Starter code is removed first, and a fingerprint held by more than `common` submissions is
-ignored as common knowledge: many students writing one line alike is no evidence that two copied.
+The floor grows with the class: at least a third of the median submission's own fingerprints, so
+a submission with next to nothing of its own (an untouched starter, whose given code is removed)
+cannot score high by being wholly contained in another.
+
+Starter code is removed first, and a fingerprint held by more than Common.limit(N) submissions
+(a share of the class, and never fewer than a count) is the class's, not a pair's: code most of
+the class has is code they were given (a starter nobody named) or code everyone writes alike.
 """
 
+import math
 from dataclasses import dataclass, field
 from itertools import pairwise
 
@@ -24,14 +30,29 @@ from graders.similarity.sources import SourceFile, Submission
 from graders.similarity.winnow import Fingerprints, all_hashes, winnow
 
 FLOOR = 10
+FLOOR_SHARE = 1 / 3  # of the median submission's own fingerprints: the class's floor, if more than FLOOR
 _BLOCK = 4096  # fingerprint columns per dense block of the incidence matrix (N x 4096 float32)
 _EMPTY = np.zeros(0, dtype=np.uint64)
 
 
-def default_common(students: int) -> int:
-    """A passage in more than this many submissions is common: 10% of the class, at least 10
-    (MOSS's -m is 10 whatever the class size; relative here, so a class of 500 keeps its ties)."""
-    return max(10, students // 10)
+@dataclass(frozen=True)
+class Common:
+    """A fingerprint held by more than `limit(N)` of N submissions is common to the class and
+    removed: more than `fraction` of them and more than `count`. The count keeps a pair (or a
+    pair and one more) in a folder of five; the fraction scales to a class of 500 (MOSS's -m is a
+    count alone, Dolos has either). fraction 1 removes nothing."""
+
+    fraction: float = 0.1
+    count: int = 2
+
+    def limit(self, students: int) -> int:
+        return max(self.count, math.floor(self.fraction * students))
+
+
+def class_floor(sizes: np.ndarray) -> float:
+    """The least denominator of a score: FLOOR, or FLOOR_SHARE of the median own size if larger."""
+    present = sizes[sizes > 0]
+    return max(float(FLOOR), FLOOR_SHARE * float(np.median(present))) if len(present) else float(FLOOR)
 
 
 @dataclass
@@ -77,16 +98,18 @@ class Counts:
     shared: np.ndarray  # (N, N) float32: fingerprints each pair shares
     sizes: np.ndarray  # (N,) each submission's own fingerprints, common ones left out
     common: np.ndarray  # sorted hashes held by too many submissions to count
+    holders: np.ndarray  # how many submissions hold each of `common`
 
 
-def shared_counts(sets: list[np.ndarray], common: int | None) -> Counts:
-    """`sets[i]`: submission i's unique fingerprints. Pair counts through the inverted index."""
+def shared_counts(sets: list[np.ndarray], limit: int | None) -> Counts:
+    """`sets[i]`: submission i's unique fingerprints; a hash held by more than `limit` is common.
+    Pair counts through the inverted index."""
     n = len(sets)
     rows = np.concatenate([np.full(len(s), i, dtype=np.int64) for i, s in enumerate(sets)] or [np.zeros(0, np.int64)])
     hashes = np.concatenate(sets) if sets else _EMPTY
     uniq, col = np.unique(hashes, return_inverse=True)
     holders = np.bincount(col, minlength=len(uniq))
-    too_common = holders > common if common is not None else np.zeros(len(uniq), dtype=bool)
+    too_common = holders > limit if limit is not None else np.zeros(len(uniq), dtype=bool)
     sizes = np.bincount(rows[~too_common[col]], minlength=n)
     keep = ((holders >= 2) & ~too_common)[col]
     rows, col = rows[keep], col[keep]
@@ -101,7 +124,7 @@ def shared_counts(sets: list[np.ndarray], common: int | None) -> Counts:
         block[rows[a:b], col[a:b] % _BLOCK] = 1.0
         shared += block @ block.T
     np.fill_diagonal(shared, 0)
-    return Counts(shared, sizes, uniq[too_common])
+    return Counts(shared, sizes, uniq[too_common], holders[too_common])
 
 
 @dataclass
@@ -114,36 +137,41 @@ class FileComparison:
     size_a: np.ndarray  # (N, N): the row submission's size in the pair's stream kind
     by_tokens: np.ndarray  # (N, N) bool
     common: dict[str, np.ndarray]
+    holders: dict[str, np.ndarray]  # per stream kind: how many submissions hold each common hash
     entries: list[Entry | None]
     starter: Starter
+    sizes: np.ndarray  # (N,) own fingerprints in the AST stream (0: no file)
+    floor: float
 
     def scores(self) -> np.ndarray:
         smaller = np.minimum(self.size_a, self.size_a.T)
-        return self.shared / np.maximum(smaller, FLOOR)
+        return self.shared / np.maximum(smaller, self.floor)
 
     def mode(self, i: int, j: int) -> str:
         return "tokens" if self.by_tokens[i, j] else "ast"
 
 
-def _counts(entries: list[Entry | None], mode: str, starter: Starter, common: int | None) -> Counts:
+def _counts(entries: list[Entry | None], mode: str, starter: Starter, limit: int | None) -> Counts:
     sets = [
         e.fingerprints(mode, starter).unique() if e and (mode == "tokens" or e.ast is not None) else _EMPTY
         for e in entries
     ]
-    return shared_counts(sets, common)
+    return shared_counts(sets, limit)
 
 
-def compare_file(name: str, submissions: list[Submission], starter: Starter, common: int | None) -> FileComparison:
+def compare_file(name: str, submissions: list[Submission], starter: Starter, limit: int | None) -> FileComparison:
+    """One required file across the class; `limit`: Common.limit of the class (None: keep all)."""
     entries = [fingerprint(s.files[name], starter) if name in s.files else None for s in submissions]
     n = len(entries)
     broken = np.array([e is not None and e.ast is None for e in entries], dtype=bool)
-    tree = _counts(entries, "ast", starter, common)
+    tree = _counts(entries, "ast", starter, limit)
     size_a = np.broadcast_to(tree.sizes[:, None], (n, n)).astype(np.float32)
     by_tokens = broken[:, None] | broken[None, :]
-    shared, found = tree.shared, {"ast": tree.common}
+    shared, found, held = tree.shared, {"ast": tree.common}, {"ast": tree.holders}
     if broken.any():
-        flat = _counts(entries, "tokens", starter, common)
+        flat = _counts(entries, "tokens", starter, limit)
         shared = np.where(by_tokens, flat.shared, tree.shared)
         size_a = np.where(by_tokens, flat.sizes[:, None].astype(np.float32), size_a)
-        found["tokens"] = flat.common
-    return FileComparison(name, shared, size_a, by_tokens, found, entries, starter)
+        found["tokens"], held["tokens"] = flat.common, flat.holders
+    sizes = np.where(broken, size_a.max(axis=1, initial=0), tree.sizes)
+    return FileComparison(name, shared, size_a, by_tokens, found, held, entries, starter, sizes, class_floor(sizes))

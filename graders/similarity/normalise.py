@@ -7,7 +7,9 @@ The AST stream is the parse tree in pre-order, one token per node: the node's ki
 names, parameter names and literals abstracted (`Name`, `Num`, `Str`) and what cannot be renamed
 without changing behaviour kept (attribute names such as `.softmax` or `.W_q`, keyword
 arguments, imported modules). Formatting never reaches the tree; comments never do either, and
-bare string statements (docstrings) and type annotations are dropped. Every function (a method
+bare string statements (docstrings), type annotations and placeholders (`pass`, `...`,
+`raise NotImplementedError`: a stub left unfilled) are dropped; a function that is nothing but
+placeholders gives no token at all. Every function (a method
 too) is a segment of its own, as is the rest of each class and of the module, so k-grams never
 span two functions and their order does not matter.
 
@@ -90,13 +92,31 @@ def _is_bare_string(node: ast.AST) -> bool:
     return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
 
 
+def placeholder(node: ast.AST) -> bool:
+    """A statement that stands for code not yet written: `pass`, `...`, `raise NotImplementedError`
+    (a docstring too). Two unfilled stubs are alike by construction: no evidence of anything."""
+    if isinstance(node, ast.Pass) or _is_bare_string(node):
+        return True
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+        return node.value.value is Ellipsis
+    if isinstance(node, ast.Raise) and node.exc is not None:
+        exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+        return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+    return False
+
+
+def _unfilled(node: ast.AST) -> bool:
+    """A function whose body is placeholders only: it gives no token at all."""
+    return isinstance(node, _DEFS) and all(placeholder(s) for s in node.body)
+
+
 def _children(node: ast.AST) -> list[ast.AST]:
     out = []
     for name, value in ast.iter_fields(node):
         if name in _SKIP_FIELDS:
             continue
         for child in value if isinstance(value, list) else (value,):
-            if isinstance(child, ast.AST) and not _is_bare_string(child):
+            if isinstance(child, ast.AST) and not placeholder(child) and not _unfilled(child):
                 out.append(child)
     return out
 
@@ -133,7 +153,7 @@ class _Builder:
             stack.extend((c, lo, hi) for c in reversed(children))
 
     def module(self, tree: ast.Module) -> None:
-        body = [n for n in tree.body if not _is_bare_string(n)]
+        body = [n for n in tree.body if not placeholder(n) and not _unfilled(n)]
         self.segment([n for n in body if not isinstance(n, (*_DEFS, ast.ClassDef))], split_defs=False)
         self.pending.extend(n for n in body if isinstance(n, (*_DEFS, ast.ClassDef)))
         while self.pending:

@@ -8,6 +8,7 @@ parse is still compared, at token level, where grading would refuse it.
 """
 
 import tempfile
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,18 +88,49 @@ def template_dir(spec: Spec) -> Path:
     return own if own.is_dir() or spec.assignment != "a3" else A3_TEMPLATE
 
 
-def read_starter(spec: Spec, folder: Path | None = None) -> tuple[dict[str, SourceFile], list[str]]:
-    """The starter's version of each required file (trusted files, read directly), and a note for
-    each required file that has none (it is then compared whole)."""
-    folder = folder or template_dir(spec)
+@dataclass
+class StarterChoice:
+    path: Path  # a folder or a zip
+    origin: str  # why this one: "--starter", "the spec's starter", "the assignment's template"
+
+
+def choose_starter(spec: Spec, given: Path | None = None) -> StarterChoice:
+    """`--starter` if given, else the spec's `starter` (relative to the assignment's folder),
+    else the assignment's template. ValueError if the one chosen is neither a folder nor a zip."""
+    if given is not None:
+        choice = StarterChoice(given, "--starter")
+    elif spec.starter:
+        choice = StarterChoice(assignment_dir(spec) / spec.starter, f"the spec's starter ({spec.starter})")
+    else:
+        choice = StarterChoice(template_dir(spec), "the assignment's template")
+    if not (choice.path.is_dir() or (choice.path.is_file() and zipfile.is_zipfile(choice.path))):
+        raise ValueError(f"{choice.origin}: {choice.path} is not a folder or a zip")
+    return choice
+
+
+def _read_folder(spec: Spec, folder: Path, shown: Path) -> tuple[dict[str, SourceFile], list[str]]:
     found, notes = {}, []
     for name in spec.required_files:
         path = next((folder / n for n in spec.accepted(name) if (folder / n).is_file()), None)
         if path is None:
-            notes.append(f"{name}: no starter code in {folder}; compared whole")
+            notes.append(f"{name}: no starter code in {shown}; compared whole")
             continue
         try:
             found[name] = source_file(name, path, name in spec.notebooks)
         except (NotebookError, UnicodeDecodeError, OSError) as e:
-            notes.append(f"{name}: the starter {path} cannot be read ({e}); compared whole")
+            notes.append(f"{name}: the starter's {path.name} in {shown} cannot be read ({e}); compared whole")
     return found, notes
+
+
+def read_starter(spec: Spec, source: Path | None = None) -> tuple[dict[str, SourceFile], list[str]]:
+    """The starter's version of each required file, from a folder or a zip (a zip through intake,
+    as a submission: its checks, a top folder allowed), and a note for each required file that
+    has none (it is then compared whole)."""
+    source = source or template_dir(spec)
+    if source.is_dir():
+        return _read_folder(spec, source, source)
+    with tempfile.TemporaryDirectory(prefix="starter-") as tmp:
+        intake = take_in(source, spec.required_files, Path(tmp) / "s", spec.alternatives, notebooks=spec.required_files)
+        if intake.rejected:
+            raise ValueError(f"the starter {source}: {intake.rejected}")
+        return _read_folder(spec, Path(tmp) / "s", source)
