@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: system install test lint demo template clean
+.PHONY: system install test lint docs demo template clean
 
 # bubblewrap (the sandbox's namespaces) and Chromium (the browser tests): installed if missing, or
 # the exact command printed and nothing else run (scripts/system-packages, shared with .ci/run).
@@ -31,11 +31,17 @@ install: $(STAMP)
 test: system $(STAMP)
 	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -q -n 2
 
-# ruff (lint and format) and mypy on graders/, configured in pyproject.toml.
+# ruff (lint and format) and mypy on graders/, configured in pyproject.toml; the documentation
+# site built with every warning an error (a broken link, a page missing from the nav).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check graders
 	$(VENV)/bin/ruff format --check graders
 	$(VENV)/bin/mypy
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
+# The documentation site, served at http://127.0.0.1:8000 while you edit it.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve
 
 # Grades the reference (full marks) and a copy with a planted bug (loses 3(a)iii's points).
 demo: system $(STAMP)

@@ -1,5 +1,5 @@
-"""The shape of graders/: no import circles, a self-contained worker, short functions, and a README
-whose layout table names every stage folder. Static: nothing is imported or run."""
+"""The shape of graders/: no import circles, a self-contained worker, short functions, and an
+architecture page whose layout table names every stage folder. Static: nothing is imported or run."""
 
 import ast
 import re
@@ -88,9 +88,9 @@ def test_no_function_is_longer_than_the_limit():
 
 
 def test_the_readme_layout_names_every_stage_folder():
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "architecture.md").read_text()
     layout = readme.split("## Layout", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"`graders/([a-z_]+)/`", layout))
     folders = {p.name for p in GRADERS.iterdir() if (p / "__init__.py").exists() and p.name not in NOT_OURS}
-    assert folders <= listed, f"not in README's Layout: {sorted(folders - listed)}"
-    assert listed <= folders, f"in README's Layout, not in graders/: {sorted(listed - folders)}"
+    assert folders <= listed, f"not in docs/architecture.md's Layout: {sorted(folders - listed)}"
+    assert listed <= folders, f"in docs/architecture.md's Layout, not in graders/: {sorted(listed - folders)}"

@@ -15,7 +15,7 @@ from graders.similarity.run import comparable
 from graders.spec import Spec, SpecError, load_spec, spec_path
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="grade batch", description="Grade a folder of submissions (zips or folders).")
     parser.add_argument("input", type=Path, help="a folder with one zip or folder per student")
     parser.add_argument(
@@ -117,7 +117,7 @@ def _local_gate(args: argparse.Namespace, spec: Spec) -> int | None:
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     try:
         args.limit = _sandbox_limits(args)
         spec = with_limits(load_spec(spec_path(args.assignment)), args.limit)

@@ -5,25 +5,30 @@ import argparse
 import sys
 from pathlib import Path
 
+from graders.execution.policy import REFUSED_STATUS, SandboxRefused
 from graders.spec import SpecError, assignment_dir, load_spec, spec_path
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+def parser() -> argparse.ArgumentParser:
+    command = argparse.ArgumentParser(
         prog="grade gradescope-bundle",
         description="Write the Gradescope autograder zip (setup.sh, run_autograder, the grader).",
     )
-    parser.add_argument("--out", type=Path, required=True, help="the zip to write, e.g. autograder.zip")
-    parser.add_argument("--assignment", default="a3")
-    parser.add_argument("--dir", type=Path, help="also unpack it into this folder (the Docker build context)")
-    parser.add_argument(
+    command.add_argument("--out", type=Path, required=True, help="the zip to write, e.g. autograder.zip")
+    command.add_argument("--assignment", default="a3")
+    command.add_argument("--dir", type=Path, help="also unpack it into this folder (the Docker build context)")
+    command.add_argument(
         "--sandbox",
         choices=("full", "container", "minimal"),
         default="container",
         help="the sandbox level run_autograder grades at (default container: Gradescope's containers allow no "
         "bwrap); a container that cannot give it refuses to grade, and Gradescope shows no score",
     )
-    args = parser.parse_args(argv)
+    return command
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
     from graders.deploy.bundle import write_bundle, write_folder
 
     try:
@@ -44,6 +49,9 @@ def main(argv: list[str]) -> int:
     except (SpecError, ValueError, OSError) as e:
         print(f"grade gradescope-bundle: {e}", file=sys.stderr)
         return 2
+    except SandboxRefused as e:  # the key's claims run in the sandbox, as check-key runs them
+        print(f"grade gradescope-bundle: {e}", file=sys.stderr)
+        return REFUSED_STATUS
     print(
         f"bundle: {path}" + (f", unpacked in {args.dir}" if args.dir else "") + f"; grades at --sandbox {args.sandbox}"
     )

@@ -9,15 +9,19 @@ from pathlib import Path
 from graders.spec import SpecError, assignment_dir, load_spec, spec_path
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+def parser() -> argparse.ArgumentParser:
+    command = argparse.ArgumentParser(
         prog="grade check-answers",
         description="Show how the grader reads each answer (not whether it is right); exit 0 when every "
         "answer given can be read, 1 when one cannot, 2 when the file or the assignment cannot be read.",
     )
-    parser.add_argument("answers", type=Path, help="the answers file, e.g. answers.yaml")
-    parser.add_argument("--assignment", default="written", help="a written assignment (default: written)")
-    args = parser.parse_args(argv)
+    command.add_argument("answers", type=Path, help="the answers file, e.g. answers.yaml")
+    command.add_argument("--assignment", default="written", help="a written assignment (default: written)")
+    return command
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
     from graders.written.key import KeyProblem, key_forms, load_key
     from graders.written.preview import run
 

@@ -20,7 +20,7 @@ from graders.scoring.results import Results
 from graders.spec import Spec, SpecError, load_spec, spec_path
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="grade",
         description="Grade submission zips (or folders). "
@@ -70,10 +70,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    command = parser()
+    args = command.parse_args(argv)
     if args.gradescope and len(args.submissions) != 1:
-        parser.error("--gradescope takes exactly one submission")
+        command.error("--gradescope takes exactly one submission")
     try:
         limits = sandbox_gate.as_limits(args)
         spec = with_settings(with_limits(load_spec(spec_path(args.assignment)), limits), args.settings)

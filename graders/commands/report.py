@@ -8,13 +8,17 @@ from graders.reports.html import write_report
 from graders.scoring.results import Results
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+def parser() -> argparse.ArgumentParser:
+    command = argparse.ArgumentParser(
         prog="grade report", description="Re-render report.html from a stored results.json."
     )
-    parser.add_argument("results", type=Path, help="a results.json that grade wrote")
-    parser.add_argument("--out", type=Path, help="the HTML file to write (default: report.html beside results.json)")
-    args = parser.parse_args(argv)
+    command.add_argument("results", type=Path, help="a results.json that grade wrote")
+    command.add_argument("--out", type=Path, help="the HTML file to write (default: report.html beside results.json)")
+    return command
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
     try:
         results = Results.model_validate_json(args.results.read_bytes())
     except (OSError, ValueError) as e:

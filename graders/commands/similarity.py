@@ -12,7 +12,7 @@ from graders.deploy.sources import SOURCES_FILE, read_sources
 from graders.spec import SpecError, load_spec, spec_path
 
 
-def _parser() -> argparse.ArgumentParser:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="grade similarity",
         description="Similar code across a class: every pair of submissions scored, starter code removed. "
@@ -70,7 +70,7 @@ def _inputs(args: argparse.Namespace) -> tuple[str, dict[str, Path], Path]:
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     from graders.similarity.index import Common  # numpy: only once the options hold
     from graders.similarity.run import Options, comparable, run_similarity
     from graders.similarity.sources import choose_starter

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from graders.execution.client import StudentError, Worker, WorkerError
+from graders.execution.policy import REFUSED_STATUS, REQUIRED, SandboxRefused
 from graders.spec import Limits, SpecError, load_spec
 from graders.written.expressions import ExpressionError, number_value, parse_expression, same
 from graders.written.key import AnswerKey, Claim, KeyProblem, Part, load_key
@@ -107,10 +108,13 @@ def check_key(key: AnswerKey, limits: Limits, timeout_s: float = CLAIM_TIMEOUT_S
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def check_key_file(path: Path, timeout_s: float = CLAIM_TIMEOUT_S) -> list[ClaimOutcome]:
-    """check_key on the key at `path`, under the limits of the assignment whose folder holds it;
-    an invalid key or spec raises KeyProblem or SpecError before any claim runs."""
+def check_key_file(path: Path, timeout_s: float = CLAIM_TIMEOUT_S, sandbox: str | None = None) -> list[ClaimOutcome]:
+    """check_key on the key at `path`, under the limits of the assignment whose folder holds it
+    (`sandbox`: another level); an invalid key or spec raises KeyProblem or SpecError before any
+    claim runs, a machine that cannot give the level SandboxRefused."""
     key, limits = load_key(path), claim_limits(path)
+    if sandbox:
+        limits = limits.model_copy(update={"sandbox": sandbox})
     return check_key(key, limits, timeout_s)
 
 
@@ -128,22 +132,35 @@ def report(outcomes: list[ClaimOutcome]) -> list[str]:
     ]
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+def parser() -> argparse.ArgumentParser:
+    command = argparse.ArgumentParser(
         prog="grade check-key",
         description="Run every claim of a written-answers key "
-        "in the sandbox; exit 0 only if all are true (1: one is not, 2: invalid key).",
+        "in the sandbox; exit 0 only if all are true (1: one is not, 2: invalid key, 3: sandbox refused).",
     )
-    parser.add_argument("key", type=Path, help="the key, e.g. assignment/written/key.yaml")
-    parser.add_argument("--timeout", type=float, default=CLAIM_TIMEOUT_S, help="seconds each claim may take")
-    args = parser.parse_args(argv)
+    command.add_argument("key", type=Path, help="the key, e.g. assignment/written/key.yaml")
+    command.add_argument("--timeout", type=float, default=CLAIM_TIMEOUT_S, help="seconds each claim may take")
+    command.add_argument(
+        "--sandbox",
+        choices=tuple(REQUIRED),
+        help="the sandbox the claims must run under (default: the assignment's limits.sandbox, full)",
+    )
+    return command
+
+
+def main(argv: list[str]) -> int:
+    command = parser()
+    args = command.parse_args(argv)
     if args.timeout <= 0:
-        parser.error("--timeout must be positive")
+        command.error("--timeout must be positive")
     try:
-        outcomes = check_key_file(args.key, args.timeout)
+        outcomes = check_key_file(args.key, args.timeout, args.sandbox)
     except (KeyProblem, SpecError) as e:
         print(f"grade check-key: {e}", file=sys.stderr)
         return 2
+    except SandboxRefused as e:
+        print(f"grade check-key: {e}", file=sys.stderr)
+        return REFUSED_STATUS
     for line in report(outcomes):
         print(line)
     refused = [o.claim.id for o in outcomes if not o.true]
