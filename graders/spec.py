@@ -19,9 +19,11 @@ class _Strict(BaseModel):
 
 
 class Check(_Strict):
+    """One hidden check of an item: the test `test_<name>` in the assignment's checks folder."""
+
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="the hidden test is test_<name>")
-    weight: float = Field(ge=0)
-    title: str = ""
+    weight: float = Field(ge=0, description="its share of the item's points, relative to the item's other checks")
+    title: str = Field("", description="what it checks, in a few words: every report shows it")
     uses: tuple[str, ...] = Field(
         (),
         description="items whose student code this check also runs (e.g. the block's "
@@ -34,12 +36,16 @@ Visibility = Literal["visible", "hidden", "after_due_date", "after_published"]
 
 
 class Item(_Strict):
-    id: str
-    title: str
-    points: float = Field(ge=0)
-    bonus: bool = False
+    """One handout item: its points, shared among its checks by their weights."""
+
+    id: str = Field(description="the handout's numbering, e.g. 3(a)iii; --only takes it")
+    title: str = Field(description="what the item asks, shown in every report")
+    points: float = Field(ge=0, description="what the item is worth (0: advice that earns nothing)")
+    bonus: bool = Field(False, description="bonus points: counted apart from the score, out of the bonus maximum")
     manual: bool = Field(False, description="graded by hand: listed, never auto-scored")
-    report_as: Literal["score", "warning"] = "score"
+    report_as: Literal["score", "warning"] = Field(
+        "score", description="warning: a 0-point item whose failed checks are shown as advice, never as lost points"
+    )
     rubric: tuple[str, ...] = Field(
         (),
         description="a manual item's guide for the graders: in results.json and "
@@ -52,8 +58,8 @@ class Item(_Strict):
         "(`Transformer.forward`): a method that hangs or crashes its worker is run once "
         "per grade, and the items whose checks `uses` this one are known to run it too",
     )
-    checks: tuple[Check, ...] = ()
-    visibility: Visibility = "visible"
+    checks: tuple[Check, ...] = Field((), description="its hidden checks")
+    visibility: Visibility = Field("visible", description="when students see the item on Gradescope")
     own_worker: bool = Field(
         False,
         description="its checks send a long request ahead, to a second worker "
@@ -68,14 +74,18 @@ class Item(_Strict):
 
 
 class Limits(_Strict):
+    """What student code may use, per worker and per grade (`--limit NAME=VALUE` overrides one)."""
+
     call_timeout_s: float = Field(10, gt=0, description="one request that runs student code")
     import_timeout_s: float = Field(60, gt=0, description="the worker's start-up (import torch) and each import")
     train_timeout_s: float = Field(120, gt=0, description="one long request (a training run)")
-    total_timeout_s: float = Field(900, gt=0)
+    total_timeout_s: float = Field(
+        900, gt=0, description="the whole grade: a check still running then is cut, the finished ones keep their points"
+    )
     memory_mb: int = Field(4096, gt=0, description="RLIMIT_AS of the worker")
     output_cap_bytes: int = Field(65536, gt=0, description="captured stdout and stderr kept per worker, each")
     reply_cap_bytes: int = Field(64 << 20, gt=0, description="the largest reply the grader reads from the worker")
-    threads: int = Field(1, ge=1)
+    threads: int = Field(1, ge=1, description="torch's threads in each worker")
     cpu_s: float = Field(600, gt=0, description="RLIMIT_CPU of one worker (soft; SIGKILL 5 s later)")
     file_size_mb: int = Field(64, gt=0, description="RLIMIT_FSIZE: the largest file student code may write")
     open_files: int = Field(256, ge=32, description="RLIMIT_NOFILE")
@@ -106,21 +116,27 @@ class Limits(_Strict):
 
 
 class Seeds(_Strict):
-    weights: int
-    data: int
-    source: int
+    """The seeds of everything random the checks draw: the same submission, the same grade."""
+
+    weights: int = Field(description="the random weights the checks load into the student's modules")
+    data: int = Field(description="the training rows (and, with 1 added, the held-out rows)")
+    source: int = Field(description="the Markov source the training data is drawn from")
 
 
 class HypothesisSettings(_Strict):
-    max_examples: int = Field(10, ge=1)
+    """Hypothesis, as the grade runs it: derandomized, no database, no shrinking."""
+
+    max_examples: int = Field(10, ge=1, description="generated examples per property check, beside its explicit ones")
 
 
 class ModelShape(_Strict):
-    d_model: int = Field(ge=1)
-    n_heads: int = Field(ge=1)
-    n_layers: int = Field(ge=1)
-    context_length: int = Field(ge=2)
-    vocab_size: int = Field(ge=2)
+    """The model of the training run."""
+
+    d_model: int = Field(ge=1, description="the width of the residual stream")
+    n_heads: int = Field(ge=1, description="attention heads (d_model must be a multiple)")
+    n_layers: int = Field(ge=1, description="decoder blocks")
+    context_length: int = Field(ge=2, description="the longest sequence")
+    vocab_size: int = Field(ge=2, description="tokens, and states of the Markov source")
 
     @model_validator(mode="after")
     def _heads_divide(self) -> "ModelShape":
@@ -130,18 +146,24 @@ class ModelShape(_Strict):
 
 
 class Training(_Strict):
-    model: ModelShape
-    learning_rate: float = Field(gt=0)
-    gradient_clipping: float | None = None
-    batch_size: int = Field(ge=1)
-    max_steps: int = Field(ge=1)
-    min_improvement_nats: float = Field(gt=0)
-    source_successors: int = Field(ge=2)
-    heldout_chunks: int = Field(ge=1)
+    """The training run the grader makes the student's own train() do (A3's 3(b)iii)."""
+
+    model: ModelShape = Field(description="the model it trains")
+    learning_rate: float = Field(gt=0, description="passed to train()")
+    gradient_clipping: float | None = Field(None, description="passed to train(); none: no clipping")
+    batch_size: int = Field(ge=1, description="rows per step, passed to train()")
+    max_steps: int = Field(ge=1, description="the steps train() must make (the handout's 100)")
+    min_improvement_nats: float = Field(
+        gt=0, description="how far the held-out loss, recomputed by the grader, must fall for full points"
+    )
+    source_successors: int = Field(ge=2, description="successors of each token in the Markov source of the data")
+    heldout_chunks: int = Field(ge=1, description="held-out rows the grader computes the loss on")
     data_path: str = Field(description="where train() reads its data, relative to its working folder")
 
 
 class Gradescope(_Strict):
+    """What run_autograder keeps to on Gradescope."""
+
     time_budget_s: float = Field(
         480,
         gt=0,
@@ -164,6 +186,8 @@ class Gradescope(_Strict):
 
 
 class Scoring(_Strict):
+    """How failed checks become lost points."""
+
     policy: Literal["charge_once", "cascade"] = Field(
         "charge_once",
         description="charge_once: a failed check that also runs another item's code (its `uses`) is "
@@ -180,10 +204,13 @@ class Spec(_Strict):
     `checks_dir` against student code in a worker; "written" compares an answers file with the
     answer key in `key` on the trusted side (no student code runs)."""
 
-    assignment: str
-    title: str
-    engine: Literal["checks", "written"] = "checks"
-    required_files: tuple[str, ...]
+    assignment: str = Field(description="its name: the folder assignment/NAME/, and --assignment NAME")
+    title: str = Field(description="its title in reports and summaries")
+    engine: Literal["checks", "written"] = Field(
+        "checks",
+        description="checks: hidden pytest checks run the student's code; written: an answers file against a key",
+    )
+    required_files: tuple[str, ...] = Field(description="the files a submission holds (intake refuses others' absence)")
     alternatives: dict[str, tuple[str, ...]] = Field(
         default_factory=dict,
         description="a required file that may come as another file instead, e.g. "
@@ -201,20 +228,23 @@ class Spec(_Strict):
         "before comparing (`--starter` overrides it); unset, the assignment's template is used "
         "(assignment/NAME/template/, for a3 student_template/)",
     )
-    reference_dir: str | None = None
+    reference_dir: str | None = Field(
+        None,
+        description="the staff solution, relative to the repository: the checks compare with it, trusted side",
+    )
     reference_modules: tuple[str, ...] = Field(
         (), description="modules of reference_dir the checks get, in import order"
     )
-    checks_dir: str | None = None
+    checks_dir: str | None = Field(None, description="the hidden checks (engine checks), relative to the repository")
     key: str | None = Field(None, description="the answer key (engine written), relative to the assignment folder")
-    limits: Limits = Limits()
-    seeds: Seeds | None = None
-    hypothesis: HypothesisSettings = HypothesisSettings()
-    training: Training | None = None
+    limits: Limits = Field(Limits(), description="what student code may use")
+    seeds: Seeds | None = Field(None, description="the seeds of the checks' random draws")
+    hypothesis: HypothesisSettings = Field(HypothesisSettings(), description="the property checks' settings")
+    training: Training | None = Field(None, description="the training run of an assignment that has one (A3)")
     params: Params = Field(default_factory=dict, description="the assignment's own constants, read by its checks")
-    items: tuple[Item, ...] = ()
-    gradescope: Gradescope = Gradescope()
-    scoring: Scoring = Scoring()
+    items: tuple[Item, ...] = Field((), description="the handout's items, in the order reports list them")
+    gradescope: Gradescope = Field(Gradescope(), description="the Gradescope autograder's budget")
+    scoring: Scoring = Field(Scoring(), description="how failures become lost points")
     stdout_visibility: Visibility = Field(
         "hidden", description="when students see what their code printed (Gradescope's stdout_visibility)"
     )

@@ -117,6 +117,18 @@ def test_every_command_of_the_page_runs(page, pristine, tmp_path):
             _run(block, cwd)
 
 
+def _models(root) -> list:
+    from graders.tools.reference_docs import _models_in
+
+    seen, todo = [], [root]
+    while todo:
+        model = todo.pop()
+        if model not in seen:
+            seen.append(model)
+            todo += [m for f in model.model_fields.values() for m in _models_in(f.annotation)]
+    return seen
+
+
 def test_the_reference_pages_name_every_option_and_field():
     from graders.cli import SUBCOMMANDS
     from graders.scoring.results import Results
@@ -132,4 +144,7 @@ def test_the_reference_pages_name_every_option_and_field():
     for model, page in ((Spec, spec), (Results, results)):
         for name in model.model_fields:
             assert f"| `{name}` |" in page, (model.__name__, name)
+    undescribed = [f"{m.__name__}.{n}" for root in (Spec, Results) for m in _models(root)
+                   for n, f in m.model_fields.items() if not f.description]
+    assert not undescribed, f"fields without a description (the reference pages show it): {undescribed}"
     assert "## `Limits`" in spec and "| `sandbox` |" in spec and "## `CheckResult`" in results

@@ -21,13 +21,18 @@ class Diagnosis(BaseModel):
 
 
 class CheckResult(BaseModel):
-    name: str
-    title: str
-    status: CheckStatus
-    weight: float
-    message: str = ""
+    """One hidden check's outcome."""
+
+    name: str = Field(description="the check's name in the spec (the hidden test test_<name>)")
+    title: str = Field(description="what it checks, in a few words")
+    status: CheckStatus = Field(
+        description="passed; failed; not_applicable (it did not apply to this code, its weight moved to the "
+        "item's other checks); error (the grader's own failure)"
+    )
+    weight: float = Field(description="its share of the item's points")
+    message: str = Field("", description="why it failed or did not apply, in words a student can act on")
     measured: float | None = Field(None, description="the measured error, where one applies")
-    tolerance: float | None = None
+    tolerance: float | None = Field(None, description="the largest error allowed, where one applies")
     where: str | None = Field(None, description="where the error is largest, e.g. 'batch 0, position 3'")
     example: str | None = Field(None, description="the generated case that failed")
     diagnosis: Diagnosis | None = Field(
@@ -36,25 +41,31 @@ class CheckResult(BaseModel):
 
 
 class ItemResult(BaseModel):
-    id: str
-    title: str
-    score: float
-    max_score: float
-    bonus: bool
-    status: ItemStatus
-    feedback: str
-    visibility: str
-    checks: list[CheckResult]
+    """One handout item's points and checks."""
+
+    id: str = Field(description="the handout's numbering, e.g. 3(a)iii")
+    title: str = Field(description="what the item asks")
+    score: float = Field(description="the points earned (0 for an item graded by hand: staff add them)")
+    max_score: float = Field(description="what the item is worth")
+    bonus: bool = Field(description="counted in bonus_score, not score")
+    status: ItemStatus = Field(
+        description="passed, partial or failed; manual (graded by hand); warning (advice, worth no points)"
+    )
+    feedback: str = Field(description="the first failing check's message, or 'ok'")
+    visibility: str = Field(description="when Gradescope shows it to the student")
+    checks: list[CheckResult] = Field(description="every check of the item")
     rubric: list[str] = Field(default_factory=list, description="what earns the points, from the spec")
 
 
 class Training(BaseModel):
-    initial_loss: float | None = None
-    final_loss: float | None = None
-    floor: float
-    required_improvement: float
+    """The student's own training run, as the grader measured it."""
+
+    initial_loss: float | None = Field(None, description="the held-out loss before training, recomputed by the grader")
+    final_loss: float | None = Field(None, description="the held-out loss after training, recomputed by the grader")
+    floor: float = Field(description="the lowest loss possible on this data (the source's entropy rate)")
+    required_improvement: float = Field(description="how far the held-out loss must fall for full points")
     recorded_losses: list[float | None] | None = Field(None, description="what train() recorded; null where not finite")
-    steps: int | None = None
+    steps: int | None = Field(None, description="optimizer steps train() made")
     reference_losses: list[float] | None = Field(None, description="the reference's training losses on the same data")
     reference_final_loss: float | None = Field(None, description="the reference's held-out loss after the same run")
     plot: str | None = Field(
@@ -63,31 +74,39 @@ class Training(BaseModel):
 
 
 class Output(BaseModel):
-    stdout: str = ""
-    stderr: str = ""
+    """What the student's code printed, capped (limits.output_cap_bytes)."""
+
+    stdout: str = Field("", description="its standard output")
+    stderr: str = Field("", description="its standard error")
 
 
 class Submission(BaseModel):
-    name: str
-    sha256: str
-    files: list[str]
+    """What was graded."""
+
+    name: str = Field(description="the zip's or folder's name")
+    sha256: str = Field(description="of the submission's files: the same zip always gets the same grade")
+    files: list[str] = Field(description="the files graded")
 
 
 class Results(BaseModel):
-    schema_version: int = SCHEMA_VERSION
-    assignment: str
-    grader_version: str
-    submission: Submission
-    score: float
-    max_score: float
-    bonus_score: float
-    bonus_max: float
-    items: list[ItemResult]
+    """One grade: what `grade` writes as results.json and every report is made from."""
+
+    schema_version: int = Field(SCHEMA_VERSION, description="this schema's version")
+    assignment: str = Field(description="the assignment's name")
+    grader_version: str = Field(description="the grader's version (graders.__version__)")
+    submission: Submission = Field(description="what was graded")
+    score: float = Field(description="the points earned automatically (not the bonus, not those graded by hand)")
+    max_score: float = Field(description="the assignment's points, by-hand ones included")
+    bonus_score: float = Field(description="bonus points earned automatically")
+    bonus_max: float = Field(description="the bonus points there are")
+    items: list[ItemResult] = Field(description="every item of the spec, in its order")
     problems: dict[str, str] = Field(default_factory=dict, description="per file: why it could not be used")
-    warnings: list[str] = Field(default_factory=list)
-    training: Training | None = None
-    timings: dict[str, float] = Field(default_factory=dict)
-    output: Output = Field(default_factory=Output)
+    warnings: list[str] = Field(default_factory=list, description="what else the student or the staff should know")
+    training: Training | None = Field(None, description="the training run, for an assignment that has one")
+    timings: dict[str, float] = Field(
+        default_factory=dict, description="where the grade's time went, in seconds and counts"
+    )
+    output: Output = Field(default_factory=Output, description="what the student's code printed")
     sandbox: str = Field(
         "", description="the isolation layers student code ran under, e.g. bwrap+uid+cgroup+rlimits+landlock+seccomp"
     )
@@ -99,7 +118,9 @@ class Results(BaseModel):
         default_factory=list,
         description="the layers of the full sandbox that were not in force, and why: every view shows them",
     )
-    grader_error: str | None = None
+    grader_error: str | None = Field(
+        None, description="the grader's own failure on this submission (the score is then 0, for staff to look at)"
+    )
 
     @property
     def sandbox_warning(self) -> str | None:
