@@ -12,7 +12,7 @@ from graders.deploy.batch import Batch, GradeOne, grade_one, run_batch
 from graders.deploy.dask_engine import DaskOptions, slurm_kwargs
 from graders.deploy.docker_backend import DockerUnavailable
 from graders.similarity.run import comparable
-from graders.spec import Spec, SpecError, load_spec, spec_path
+from graders.spec import Spec, SpecError, assignments, load_spec, spec_path
 
 
 def parser() -> argparse.ArgumentParser:
@@ -23,8 +23,14 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded at once, each in its own process")
     parser.add_argument("--force", action="store_true", help="regrade submissions that already have a results.json")
-    parser.add_argument("--assignment", default="a3")
-    parser.add_argument("--limit", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument(
+        "--assignment",
+        default="a3",
+        help=f"the assignment, a folder of assignment/: {', '.join(assignments())}",
+    )
+    parser.add_argument(
+        "--limit", action="append", default=[], metavar="NAME=VALUE", help="one of the spec's [limits] for every grade"
+    )
     parser.add_argument(
         "--backend",
         "--engine",

@@ -17,7 +17,7 @@ from graders.reports.html import write_report
 from graders.reports.results_file import write_results
 from graders.scoring.fallback import fallback_results
 from graders.scoring.results import Results
-from graders.spec import Spec, SpecError, load_spec, spec_path
+from graders.spec import Spec, SpecError, assignments, load_spec, spec_path
 
 
 def parser() -> argparse.ArgumentParser:
@@ -33,7 +33,11 @@ def parser() -> argparse.ArgumentParser:
         default=Path("grade-out"),
         help="where results.json goes (one sub-folder per submission when there are several)",
     )
-    parser.add_argument("--assignment", default="a3")
+    parser.add_argument(
+        "--assignment",
+        default="a3",
+        help=f"the assignment, a folder of assignment/: {', '.join(assignments())}",
+    )
     parser.add_argument("--quiet", action="store_true", help="print only the totals")
     parser.add_argument(
         "--limit",
