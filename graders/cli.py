@@ -15,6 +15,7 @@ SUBCOMMANDS = {
     "similarity": "graders.commands.similarity",
     "gradescope-bundle": "graders.commands.bundle",
     "check-key": "graders.written.keycheck",
+    "hand": "graders.commands.hand",
 }
 
 

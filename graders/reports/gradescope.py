@@ -140,7 +140,15 @@ def to_gradescope(results: Results, stdout_visibility: str = "hidden") -> dict:
                 "visibility": stdout_visibility,
             }
         )
-    summary = [f"Autograded score: {results.score:g}/{results.max_score:g}."]
+    # Gradescope adds its own by-hand questions' points to this score: the autograder's part is the
+    # automatic items alone, and it says so (a "33/60" would read as the final grade).
+    auto_max = results.max_score - results.by_hand_points
+    summary = [f"Autograded score: {results.score:g}/{auto_max:g}."]
+    if results.by_hand_points:
+        summary.append(
+            f"The other {results.by_hand_points:g} of the {results.max_score:g} points are graded by hand by the course "
+            "staff on Gradescope, and are not part of the autograder's score."
+        )
     if results.bonus_max:
         summary.append(f"Bonus ({results.bonus_max:g} points) is graded by hand and added later.")
     if results.grader_error:
