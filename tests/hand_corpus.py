@@ -73,10 +73,12 @@ BONUS_CHANGE = ("optimizer = torch.optim.AdamW(model.parameters(), lr=learning_r
 
 
 def a3_class(folder: Path, names: tuple[str, ...] = ("leo_tabs", "pia_einsum")) -> list[Path]:
-    """The reference (train.py as the starter's), students of the corpus, and the reference with a
+    """The reference (with the starter's train.py), students of the corpus, and the reference with a
     3(c) change in train.py."""
     folder.mkdir(parents=True, exist_ok=True)
-    ref = {n: (REFERENCE / n).read_text() for n in ("model_solution.py", "train.py", "utils.py")}
+    # train.py as students get it (the starter's, given complete; the reference differs in its docstring)
+    ref = {n: (REFERENCE / n).read_text() for n in ("model_solution.py", "utils.py")}
+    ref["train.py"] = (REPO / "student_template" / "train.py").read_text()
     zips = [write_zip(folder / "reference.zip", ref)]
     for name in names:
         files = {**ref, **{p.name: p.read_text() for p in (STUDENTS / name).glob("*.py")}}

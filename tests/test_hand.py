@@ -255,6 +255,25 @@ def test_two_markers_at_once_lose_nothing(exam, browser):
     wait_for(lambda: totals_are_automatic_plus_marks(out, exam["marks"]))
 
 
+def test_gradescope_keeps_the_by_hand_parts_out_of_the_autograders_score(exam):
+    """What run_autograder writes for an exam submission: the automatic points alone, each by-hand
+    part a test worth nothing here (Gradescope grades it by question itself), and it says so."""
+    import jsonschema
+
+    from graders.reports.gradescope import schema, to_gradescope
+    from graders.scoring.results import Results
+
+    r = Results.model_validate_json((exam["out"] / "s000" / "results.json").read_bytes())
+    gs = to_gradescope(r)
+    jsonschema.validate(gs, schema())
+    by_hand = [t for t in gs["tests"] if "graded by hand" in t["tags"]]
+    assert sorted(t["tags"][0] for t in by_hand) == sorted(["1b_saturation", "3a_relative", "3b", "4a", "5b", "6a", "6b"])
+    assert all(t["score"] == 0 and t["max_score"] == 0 and "not part of the autograder's score" in t["output"]
+               for t in by_hand)
+    assert gs["score"] == r.score == sum(t["score"] for t in gs["tests"])
+    assert gs["output"].startswith(f"Autograded score: {r.score:g}/33.\nThe other 27 of the 60 points are graded by hand")
+
+
 def test_the_history_is_append_only(exam):
     db = sqlite3.connect(exam["out"] / "marks.sqlite")
     try:
@@ -403,7 +422,7 @@ def test_a2s2_step_6_graded_in_the_browser_and_by_sheet(tmp_path, browser):
         assert "group of 2" in page.inner_text("#in-group")  # cy's copy of ada's step 6
         _mark_in_browser(page, server.base, "6", "ada", ["1", "2", "3", "4"], "a clear report")
         page.goto(f"{server.base}/q/6?student=bo")
-        assert "TODO (step 6): your experiment" in page.inner_text(".answer-section")
+        assert "TODO (step 6): your experiment" in page.inner_text("section.main")
         assert not page.console_messages
     finally:
         server.stop()

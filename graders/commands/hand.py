@@ -22,16 +22,26 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("out", type=Path, help="a batch's OUT folder (grade batch ... --out OUT)")
     parser.add_argument("--assignment", help="the batch's assignment (default: the one OUT/sources.json names)")
-    parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1: this machine only)")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1: this machine only)"
+    )
     parser.add_argument("--port", type=int, default=8765, help="the port (0: any free one)")
     parser.add_argument("--token", help="the access token in the printed link (default: a new random one)")
     parser.add_argument("--grader", default="", help="the name recorded with --import's marks (default: your login)")
     headless = parser.add_mutually_exclusive_group()
-    headless.add_argument("--export", type=Path, metavar="SHEET.csv", help="write the by-hand parts as a sheet, then stop")
     headless.add_argument(
-        "--import", dest="import_", type=Path, metavar="SHEET.csv", help="enter a sheet's marks (all or nothing), then stop"
+        "--export", type=Path, metavar="SHEET.csv", help="write the by-hand parts as a sheet, then stop"
     )
-    headless.add_argument("--write", action="store_true", help="rewrite grades.csv, report.html and summary.html, then stop")
+    headless.add_argument(
+        "--import",
+        dest="import_",
+        type=Path,
+        metavar="SHEET.csv",
+        help="enter a sheet's marks (all or nothing), then stop",
+    )
+    headless.add_argument(
+        "--write", action="store_true", help="rewrite grades.csv, report.html and summary.html, then stop"
+    )
     return parser
 
 

@@ -62,7 +62,9 @@ def write_gradebook(
     ids = [i.id for i in spec.items]
     marks = marks or {}
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", newline="", encoding="utf-8") as fh:
+    with tempfile.NamedTemporaryFile(
+        "w", dir=path.parent, delete=False, suffix=".tmp", newline="", encoding="utf-8"
+    ) as fh:
         writer = csv.writer(fh)
         writer.writerow([*COLUMNS, *ids])
         for student in students:

@@ -8,7 +8,7 @@ from typing import Any
 from flask import Flask, abort, flash, redirect, render_template, request, url_for
 from werkzeug.wrappers import Response
 
-from graders.handgrading.app import grader, hand, safe_next
+from graders.handgrading.context import grader, hand, safe_next
 from graders.handgrading.store import MarkEdit, Stale
 
 MAX_COMMENT = 20_000
@@ -90,7 +90,11 @@ def _conflict(qid: str, e: Stale, edit: MarkEdit | None) -> tuple[str, int]:
     rubric = {r.id: r for r in hand().store.rubric(qid)}
     tried = [] if edit is None else [rubric[i] for i in sorted(edit.items) if i in rubric]
     page = render_template(
-        "conflict.html.j2", changed=e.changed, edit=edit, tried=tried, back=request.form.get("back") or request.referrer or "/"
+        "conflict.html.j2",
+        changed=e.changed,
+        edit=edit,
+        tried=tried,
+        back=request.form.get("back") or request.referrer or "/",
     )
     return page, 409
 

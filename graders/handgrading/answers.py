@@ -79,10 +79,12 @@ def _from_answers_file(q: HandQuestion, entries: dict | str, name: str) -> Answe
 def _from_notebook(q: HandQuestion, path: Path) -> Answer:
     cells = notebook_cells(path)
     found = section(cells, q.answer.heading)
-    note = "" if found is not None else f"no markdown cell names '{q.answer.heading}': the notebook's last cells are shown"
+    note = (
+        "" if found is not None else f"no markdown cell names '{q.answer.heading}': the notebook's last cells are shown"
+    )
     shown = found if found is not None else cells[-3:]
     sections = []
-    for i, cell in enumerate(shown):
+    for cell in shown:
         label = f"{'markdown' if cell.kind == 'markdown' else 'code'} cell"
         sections.append(Section(label, _clip(cell.text), cell.kind))
         if cell.outputs:
@@ -137,11 +139,15 @@ def _one(spec: Spec, q: HandQuestion, files: dict[str, Path], problems: dict[str
     return _from_changes(q, files, problems)
 
 
-def extract(spec: Spec, questions: list[HandQuestion], source: Path | None, results: Results | None) -> dict[str, Answer]:
+def extract(
+    spec: Spec, questions: list[HandQuestion], source: Path | None, results: Results | None
+) -> dict[str, Answer]:
     """One student's answers to `questions`, from one intake of the submission; never raises for
     a bad submission (the reason is the answer)."""
     if source is None or not source.exists():
-        return {q.id: Answer(missing="the submission is not where the batch found it (sources.json)") for q in questions}
+        return {
+            q.id: Answer(missing="the submission is not where the batch found it (sources.json)") for q in questions
+        }
     with tempfile.TemporaryDirectory(prefix="grade-hand-") as tmp:
         intake = take_in(source, spec.required_files, Path(tmp) / "files", spec.alternatives, spec.notebooks)
         if intake.rejected:

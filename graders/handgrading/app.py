@@ -9,14 +9,15 @@ everything from a submission is escaped by the templates' autoescaping."""
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flask import Flask, abort, current_app, redirect, render_template, request, session, url_for
+from flask import Flask, abort, redirect, render_template, request, session, url_for
 from werkzeug.wrappers import Response
 
+from graders.handgrading import actions, pages
 from graders.handgrading.classroom import Classroom
+from graders.handgrading.context import Hand, grader, hand, safe_next
 from graders.handgrading.store import Store
 from graders.handgrading.writer import ViewWriter
 
@@ -27,22 +28,6 @@ CSP = (
 )
 OPEN = {"login", "static"}  # endpoints reachable before logging in
 MAX_NAME = 60
-
-
-@dataclass
-class Hand:
-    room: Classroom
-    store: Store
-    writer: ViewWriter
-    token: str
-
-
-def hand() -> Hand:
-    return current_app.extensions["hand"]
-
-
-def grader() -> str:
-    return str(session.get("grader", ""))
 
 
 def create_app(room: Classroom, store: Store, writer: ViewWriter, token: str) -> Flask:
@@ -62,8 +47,6 @@ def create_app(room: Classroom, store: Store, writer: ViewWriter, token: str) ->
     app.after_request(_headers)
     app.add_url_rule("/login", "login", login, methods=["GET", "POST"])
     app.add_url_rule("/logout", "logout", logout, methods=["POST"])
-    from graders.handgrading import actions, pages  # the routes (they import this module's helpers)
-
     pages.register(app)
     actions.register(app)
     return app
@@ -92,17 +75,14 @@ def _headers(response: Response) -> Response:
     return response
 
 
-def safe_next(target: str | None) -> str:
-    """Only a path of this app: never another site (an open redirect)."""
-    return target if target and target.startswith("/") and not target.startswith("//") else url_for("index")
-
-
 def login() -> Any:
     """GET /login?token=T shows the name form (with grader=NAME, logs in at once); POST logs in."""
     given = request.values.get("token", "")
     name = " ".join(request.values.get("grader", "").split())[:MAX_NAME]
     if not hmac.compare_digest(given, hand().token):
-        return render_template("login.html.j2", token="", error="the link's token is missing or wrong" if given else ""), 403
+        return render_template(
+            "login.html.j2", token="", error="the link's token is missing or wrong" if given else ""
+        ), 403
     if name:
         session.clear()
         session.update(grader=name, csrf=secrets.token_urlsafe(24))

@@ -76,10 +76,14 @@ def load_classroom(out: Path, assignment: str | None = None, answers: bool = Tru
 def read_answers(room: Classroom) -> None:
     """Every student's answer to every by-hand question, and each question's groups."""
     started = time.monotonic()
-    by_student = {s: extract(room.spec, room.questions, room.sources.get(s), room.results.get(s)) for s in room.students}
+    by_student = {
+        s: extract(room.spec, room.questions, room.sources.get(s), room.results.get(s)) for s in room.students
+    }
     for q in room.questions:
         room.answers[q.id] = {s: by_student[s][q.id] for s in room.students}
         room.groups[q.id] = group_answers({s: a.compared_text() for s, a in room.answers[q.id].items()})
     took = time.monotonic() - started
-    print(f"grade hand: {len(room.students)} students, {len(room.questions)} by-hand parts read in {took:.1f} s",
-          file=sys.stderr)
+    print(
+        f"grade hand: {len(room.students)} students, {len(room.questions)} by-hand parts read in {took:.1f} s",
+        file=sys.stderr,
+    )

@@ -6,7 +6,7 @@ from typing import Any
 from flask import Flask, abort, render_template, request, send_file
 
 from graders.deploy.gradebook import COLUMNS, gradebook_row
-from graders.handgrading.app import hand
+from graders.handgrading.context import hand
 from graders.handgrading.grouping import Group, normalised, word_diff
 from graders.handgrading.marks import Mark
 from graders.handgrading.progress import hand_progress
@@ -123,7 +123,9 @@ def grades() -> str:
     room = hand().room
     marks = hand().store.marks()
     rows = [(s, gradebook_row(room.spec, room.results.get(s), marks.get(s, {}))) for s in room.students]
-    return render_template("grades.html.j2", **_common(columns=COLUMNS[1:], items=[i for i in room.spec.items], rows=rows))
+    return render_template(
+        "grades.html.j2", **_common(columns=COLUMNS[1:], items=[i for i in room.spec.items], rows=rows)
+    )
 
 
 def history() -> str:

@@ -33,7 +33,7 @@ def serve(room: Classroom, store: Store, token: str, host: str, port: int) -> in
     writer.refresh()  # grades.csv, the reports and the summary as the store says now
     app = create_app(room, store, writer, token)
     server = create_server(app, host=host, port=port, threads=THREADS, ident="grade-hand")
-    bound = server.getsockname()  # type: ignore[union-attr]
+    bound = server.getsockname()
     where = f"[{bound[0]}]" if ":" in str(bound[0]) else bound[0]
     print(f"grade hand: marking {room.spec.title} at http://{where}:{bound[1]}/login?token={token}", flush=True)
     if not _loopback(host):

@@ -54,7 +54,9 @@ def export_sheet(room: Classroom, store: Store, path: Path) -> int:
     marks = store.marks()
     rows = 0
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp", newline="", encoding="utf-8") as fh:
+    with tempfile.NamedTemporaryFile(
+        "w", dir=path.parent, delete=False, suffix=".tmp", newline="", encoding="utf-8"
+    ) as fh:
         writer = csv.writer(fh)
         writer.writerow(COLUMNS)
         for q in room.questions:
@@ -65,8 +67,16 @@ def export_sheet(room: Classroom, store: Store, path: Path) -> int:
                 applied = "; ".join(f"{a.points:+g} {a.text}" for a in m.items) if m else ""
                 points = "" if m is None or m.points is None else f"{round(m.points, 4):g}"
                 writer.writerow(
-                    [_cell(student), q.id, f"{q.max:g}", points, _cell(m.comment if m else ""), _cell(applied),
-                     _cell(text), m.version if m else 0]
+                    [
+                        _cell(student),
+                        q.id,
+                        f"{q.max:g}",
+                        points,
+                        _cell(m.comment if m else ""),
+                        _cell(applied),
+                        _cell(text),
+                        m.version if m else 0,
+                    ]
                 )
                 rows += 1
     os.replace(fh.name, path)
@@ -100,7 +110,11 @@ class _Checker:
             self.problem(number, "question", f"unknown question {question!r}: the by-hand parts are {known}")
             return None
         if (student, question) in self.seen:
-            self.problem(number, "question", f"{student} {question} is given twice (rows {self.seen[student, question]} and {number})")
+            self.problem(
+                number,
+                "question",
+                f"{student} {question} is given twice (rows {self.seen[student, question]} and {number})",
+            )
         self.seen[student, question] = number
         points = self.points(number, question, cells.get("points", "").strip())
         self.maximum(number, question, cells.get("max", "").strip())
@@ -119,7 +133,9 @@ class _Checker:
             self.problem(number, "points", f"{text!r} is not a number (points like 2 or 2.5, or empty: not graded)")
             return None
         if value < 0 or value > self.maxima[question]:
-            self.problem(number, "points", f"{text} is outside 0 to {self.maxima[question]:g}, question {question}'s maximum")
+            self.problem(
+                number, "points", f"{text} is outside 0 to {self.maxima[question]:g}, question {question}'s maximum"
+            )
         return value
 
     def maximum(self, number: int, question: str, text: str) -> None:

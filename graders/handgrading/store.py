@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from graders.handgrading.marks import AppliedItem, Mark, Marks, rubric_total
 from graders.handgrading.questions import HandQuestion
@@ -146,9 +147,12 @@ class Store:
                     for i, (text, points) in enumerate(q.rubric):
                         self._insert_item(db, q.id, i, text, points, grader)
 
-    def _insert_item(self, db: sqlite3.Connection, question: str, position: int, text: str, points: float, grader: str) -> int:
+    def _insert_item(
+        self, db: sqlite3.Connection, question: str, position: int, text: str, points: float, grader: str
+    ) -> int:
         cur = db.execute(
-            "INSERT INTO rubric(question, position, text, points) VALUES (?, ?, ?, ?)", (question, position, text, points)
+            "INSERT INTO rubric(question, position, text, points) VALUES (?, ?, ?, ?)",
+            (question, position, text, points),
         )
         rid = int(cur.lastrowid or 0)
         self._log(db, grader, "rubric added", None, question, rid, None, {"text": text, "points": points})
@@ -176,20 +180,27 @@ class Store:
         """A rubric item's new text and points (None: deleted); Stale if someone edited it since
         `version`. The number of answers it is applied to, whose totals follow."""
         with self._write() as db:
-            row = db.execute("SELECT question, text, points, version, deleted FROM rubric WHERE id = ?", (rid,)).fetchone()
+            row = db.execute(
+                "SELECT question, text, points, version, deleted FROM rubric WHERE id = ?", (rid,)
+            ).fetchone()
             if row is None or row[4]:
                 raise Stale([f"rubric item {rid} was deleted"])
             question, old_text, old_points, current, _ = row
             if current != version:
-                raise Stale([f"rubric item '{old_text}' was edited by someone else meanwhile (now {old_points:g} points)"])
+                raise Stale(
+                    [f"rubric item '{old_text}' was edited by someone else meanwhile (now {old_points:g} points)"]
+                )
             if points is None:
                 db.execute("UPDATE rubric SET deleted = 1, version = version + 1 WHERE id = ?", (rid,))
             else:
-                db.execute("UPDATE rubric SET text = ?, points = ?, version = version + 1 WHERE id = ?", (text, points, rid))
+                db.execute(
+                    "UPDATE rubric SET text = ?, points = ?, version = version + 1 WHERE id = ?", (text, points, rid)
+                )
             after = None if points is None else {"text": text, "points": points}
             self._log(db, grader, "rubric edited", None, question, rid, {"text": old_text, "points": old_points}, after)
             (used,) = db.execute(
-                "SELECT COUNT(*) FROM applied JOIN marks USING (student, question) WHERE rubric = ? AND graded = 1", (rid,)
+                "SELECT COUNT(*) FROM applied JOIN marks USING (student, question) WHERE rubric = ? AND graded = 1",
+                (rid,),
             ).fetchone()
             return int(used)
 
@@ -204,7 +215,9 @@ class Store:
             if any(stale):
                 raise Stale([s for s in stale if s])
             if edit is not None:
-                live = {r for (r,) in db.execute("SELECT id FROM rubric WHERE question = ? AND deleted = 0", (question,))}
+                live = {
+                    r for (r,) in db.execute("SELECT id FROM rubric WHERE question = ? AND deleted = 0", (question,))
+                }
                 if not edit.items <= live:
                     raise Stale(["a rubric item applied was deleted meanwhile"])
             for student, _ in versions:
@@ -235,7 +248,12 @@ class Store:
     def _put(self, db: sqlite3.Connection, student: str, question: str, edit: MarkEdit | None, grader: str) -> None:
         before = self._state(db, student, question)
         edit = edit or MarkEdit(graded=False)
-        after = {"graded": edit.graded, "points": edit.points, "comment": edit.comment, "items": sorted(edit.items)}
+        after: dict[str, Any] = {
+            "graded": edit.graded,
+            "points": edit.points,
+            "comment": edit.comment,
+            "items": sorted(edit.items),
+        }
         if before == after:
             return  # nothing changes: no new version, no history row
         db.execute(
@@ -248,7 +266,9 @@ class Store:
         db.executemany("INSERT INTO applied VALUES (?, ?, ?)", [(student, question, r) for r in after["items"]])
         self._log(db, grader, "mark", student, question, None, before, after)
 
-    def import_rows(self, rows: Sequence[tuple[str, str, str, float | None, str | None, int | None]], grader: str) -> int:
+    def import_rows(
+        self, rows: Sequence[tuple[str, str, str, float | None, str | None, int | None]], grader: str
+    ) -> int:
         """A sheet's rows (where, student, question, points or None, comment or None, the version it
         was exported at or None), in one transaction: all or nothing (Stale names, by `where`, every
         row whose mark changed since its export). Points equal to what the rubric items give keep
@@ -289,7 +309,11 @@ class Store:
 
     def _items_total(self, db: sqlite3.Connection, question: str, items: frozenset[int]) -> float:
         (maximum,) = db.execute("SELECT max FROM questions WHERE id = ?", (question,)).fetchone()
-        points = [p for r, p in db.execute("SELECT id, points FROM rubric WHERE question = ? AND deleted = 0", (question,)) if r in items]
+        points = [
+            p
+            for r, p in db.execute("SELECT id, points FROM rubric WHERE question = ? AND deleted = 0", (question,))
+            if r in items
+        ]
         return rubric_total(points, maximum)
 
     # -- reading ------------------------------------------------------------------------------
@@ -312,7 +336,13 @@ class Store:
             args,
         ):
             applied = tuple(items.get((student, q), ()))
-            total = None if not graded else points if points is not None else rubric_total([a.points for a in applied], maximum)
+            total = (
+                None
+                if not graded
+                else points
+                if points is not None
+                else rubric_total([a.points for a in applied], maximum)
+            )
             out.setdefault(student, {})[q] = Mark(
                 q, maximum, total, applied, comment, points is not None, grader, at, version
             )
@@ -331,7 +361,10 @@ class Store:
         )
         keys = ("at", "grader", "kind", "student", "question", "rubric", "before", "after")
         return [
-            {k: (json.loads(v) if k in ("before", "after") and v is not None else v) for k, v in zip(keys, row, strict=True)}
+            {
+                k: (json.loads(v) if k in ("before", "after") and v is not None else v)
+                for k, v in zip(keys, row, strict=True)
+            }
             for row in rows
         ]
 
@@ -347,7 +380,8 @@ class Store:
         after: dict | None,
     ) -> None:
         db.execute(
-            "INSERT INTO history(at, grader, kind, student, question, rubric, before, after) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO history(at, grader, kind, student, question, rubric, before, after) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (now(), grader, kind, student, question, rubric, _json(before), _json(after)),
         )
 
