@@ -458,4 +458,15 @@ def test_a3_bonus_graded_with_the_training_evidence_beside_the_baseline(tmp_path
     assert book["reference"]["total"] == "30" and book["bonus_lr"]["total"] == f"{results(out, 'bonus_lr')['score'] + 3:g}"
     report = (out / "bonus_lr" / "report.html").read_text()
     assert "Bonus: 3 / 9" in report and "one change, lower held-out loss" in report
+    # The training run measured again for the class (`--only`): merged into each results.json,
+    # every other item as it was, the same evidence (the run is deterministic), every mark kept.
+    before = {s: results(out, s) for s in book}
+    grade_batch(tmp_path / "in", out, "--limit", "call_timeout_s=5", "--only", "3(b)iii")
+    for s, old in before.items():
+        new = results(out, s)
+        assert new["items"] == old["items"] and new["score"] == old["score"] and new["training"] == old["training"], s
+        assert new["warnings"][0] == "items 3(b)iii graded again (grade batch --only); the others are from the earlier grade"
+        assert not (out / s / ".regrade").exists()
+    assert totals_are_automatic_plus_marks(out, marks, bonus={"3(c)"}) == book
+    assert "one change, lower held-out loss" in (out / "bonus_lr" / "report.html").read_text()
     shutil.rmtree(tmp_path / "in")

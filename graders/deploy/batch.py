@@ -49,6 +49,7 @@ class Batch:
     cpus: float  # per container (docker)
     grade_one: GradeOne
     similarity: bool = False  # also compare the class's code (OUT/similarity.html), before the summary
+    only: tuple[str, ...] = ()  # grade these items again for every submission, merged (deploy/regrade.py)
     dask: DaskOptions | None = None  # where the Dask tasks go (backend "dask")
 
 
@@ -126,6 +127,13 @@ def already_graded(path: Path) -> bool:
 def run_batch(batch: Batch) -> int:
     students = find_submissions(batch.input)
     todo = {s: src for s, src in students.items() if batch.force or not already_graded(batch.out / s / "results.json")}
+    if batch.only:
+        if todo and not batch.force:  # --only merges into a whole grade: there must be one
+            print(
+                f"grade batch --only: {', '.join(sorted(todo))} not graded yet: grade the batch first", file=sys.stderr
+            )
+            return 2
+        todo = dict(students)
     try:
         failed, engine = _grade_all(batch, students, todo)
     except BatchRefused as e:  # no grades, no gradebook: a rerun after the fix grades what is left

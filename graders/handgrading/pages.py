@@ -105,11 +105,8 @@ def group(qid: str, gid: str) -> str:
         g=g,
         answer=room.answers[qid][first],
         answers=room.answers[qid],
-        differs={
-            s: word_diff(room.answers[qid][first].compared_text(), room.answers[qid][s].compared_text())
-            for s in g.members
-            if texts[s] != texts[first]
-        },
+        differs={s for s in g.members if texts[s] != texts[first]},
+        variants=_variants(room.answers[qid], g, texts),
         marks=marks,
         mark=marks.get(first),
         rubric=hand().store.rubric(qid),
@@ -117,6 +114,19 @@ def group(qid: str, gid: str) -> str:
         following=following,
     )
     return render_template("group.html.j2", **page)
+
+
+def _variants(answers: dict, g: Group, texts: dict[str, str]) -> list[tuple[list[str], list[tuple[str, str]]]]:
+    """The group's other wordings: the members who wrote each, and its word diff against the first's."""
+    first = g.members[0]
+    by_text: dict[str, list[str]] = {}
+    for s in g.members:
+        if texts[s] != texts[first]:
+            by_text.setdefault(texts[s], []).append(s)
+    return [
+        (members, word_diff(answers[first].compared_text(), answers[members[0]].compared_text()))
+        for members in sorted(by_text.values(), key=lambda m: (-len(m), m[0]))
+    ]
 
 
 def grades() -> str:
