@@ -29,7 +29,8 @@ def hand_views(spec: Spec, students: list[str], graded: dict[str, Results], mark
     questions = hand_questions(spec)
     if not questions:
         return None
-    finals = {s: float(gradebook_row(spec, graded[s], marks.get(s, {}))[0]) for s in students if s in graded}
+    rows = {s: gradebook_row(spec, graded[s], marks.get(s, {})) for s in students if s in graded}
+    finals = {s: float(row[0]) for s, row in rows.items()} if marks else {}  # nothing entered: nothing to add
     return HandViews(marks, hand_progress(questions, students, marks), finals)
 
 
