@@ -16,7 +16,7 @@ from graders.spec import Spec
 COLUMNS = ["student", "total", "automatic", "by_hand", "bonus", "ungraded"]
 
 
-def _csv_cell(text: str) -> str:
+def csv_cell(text: str) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text  # no formulas in spreadsheets
 
 
@@ -68,5 +68,5 @@ def write_gradebook(
         writer = csv.writer(fh)
         writer.writerow([*COLUMNS, *ids])
         for student in students:
-            writer.writerow([_csv_cell(student), *gradebook_row(spec, graded.get(student), marks.get(student, {}))])
+            writer.writerow([csv_cell(student), *gradebook_row(spec, graded.get(student), marks.get(student, {}))])
     os.replace(fh.name, path)

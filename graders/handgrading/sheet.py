@@ -15,6 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from graders.deploy.gradebook import csv_cell
 from graders.handgrading.classroom import Classroom
 from graders.handgrading.store import Stale, Store
 
@@ -41,8 +42,7 @@ class SheetRow:
 
 def _cell(text: str) -> str:
     """No formulas: a cell a spreadsheet would evaluate starts with a quote (stripped on import)."""
-    text = text[:MAX_CELL]
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+    return csv_cell(text[:MAX_CELL])
 
 
 def _uncell(text: str) -> str:
