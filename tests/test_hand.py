@@ -470,3 +470,72 @@ def test_a3_bonus_graded_with_the_training_evidence_beside_the_baseline(tmp_path
     assert totals_are_automatic_plus_marks(out, marks, bonus={"3(c)"}) == book
     assert "one change, lower held-out loss" in (out / "bonus_lr" / "report.html").read_text()
     shutil.rmtree(tmp_path / "in")
+
+
+# -- the store alone: transactions under threads --------------------------------------------------
+
+def _store(tmp_path: Path):
+    from graders.handgrading.questions import HandQuestion
+    from graders.handgrading.store import Store
+    from graders.spec import HandAnswer
+
+    store = Store(tmp_path / "marks.sqlite")
+    store.sync_questions([HandQuestion("q", "a question", 4, False, HandAnswer(source="answers"), "",
+                                       (("right idea", 2.0), ("worked out", 2.0), ("a slip", -1.0)))], "setup")
+    return store
+
+
+def test_concurrent_saves_all_land_and_a_race_on_one_answer_has_one_winner(tmp_path):
+    """Eight threads, each its own connection, save 25 answers each at once: all 200 are stored
+    with one history row each. Then eight threads save the same answer against the same version:
+    exactly one is stored, the seven others are refused as stale."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from graders.handgrading.store import MarkEdit, Stale
+
+    store = _store(tmp_path)
+    items = {r.text: r.id for r in store.rubric("q")}
+
+    def mark(worker: int) -> None:
+        for n in range(25):
+            store.save("q", [(f"s{worker}-{n}", 0)], MarkEdit(frozenset({items["right idea"]}), None, f"w{worker}"),
+                       f"ta{worker}")
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(mark, range(8)))
+    marks = store.marks("q")
+    assert len(marks) == 200 and all(m["q"].points == 2 for m in marks.values())
+    assert len([h for h in store.history(1000) if h["kind"] == "mark"]) == 200
+
+    def race(worker: int) -> str:
+        try:
+            store.save("q", [("contested", 0)], MarkEdit(frozenset(), float(worker % 4), ""), f"ta{worker}")
+            return "saved"
+        except Stale as e:
+            return str(e)
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(race, range(8)))
+    assert outcomes.count("saved") == 1, outcomes
+    assert all("contested's answer to q was changed by ta" in o for o in outcomes if o != "saved")
+    winner = store.marks("q")["contested"]["q"]
+    assert winner.version == 1 and winner.grader == f"ta{outcomes.index('saved')}"
+
+
+def test_a_marks_total_follows_its_items_points_and_is_capped(tmp_path):
+    from graders.handgrading.store import MarkEdit
+
+    store = _store(tmp_path)
+    items = {r.text: r for r in store.rubric("q")}
+    right, worked, slip = items["right idea"], items["worked out"], items["a slip"]
+    store.save("q", [("a", 0)], MarkEdit(frozenset({right.id, worked.id}), None, ""), "ta")
+    store.save("q", [("b", 0)], MarkEdit(frozenset({right.id, slip.id}), None, ""), "ta")
+    store.save("q", [("c", 0)], MarkEdit(frozenset({slip.id}), None, ""), "ta")
+    store.save("q", [("d", 0)], MarkEdit(frozenset({right.id}), 3.5, "typed in"), "ta")
+    assert {s: m["q"].points for s, m in store.marks().items()} == {"a": 4, "b": 1, "c": 0, "d": 3.5}
+    assert store.edit_item(right.id, right.version, right.text, 3.0, "ta") == 3  # applied to a, b, d
+    assert {s: m["q"].points for s, m in store.marks().items()} == {"a": 4, "b": 2, "c": 0, "d": 3.5}
+    assert store.edit_item(slip.id, slip.version, slip.text, None, "ta") == 2  # deleted: b and c lose it
+    assert {s: m["q"].points for s, m in store.marks().items()} == {"a": 4, "b": 3, "c": 0, "d": 3.5}
+    store.save("q", [("d", store.marks()["d"]["q"].version)], None, "ta")  # "Not graded"
+    assert store.marks()["d"]["q"].points is None and store.marks()["d"]["q"].version == 2
