@@ -469,6 +469,11 @@ def test_a3_bonus_graded_with_the_training_evidence_beside_the_baseline(tmp_path
         assert not (out / s / ".regrade").exists()
     assert totals_are_automatic_plus_marks(out, marks, bonus={"3(c)"}) == book
     assert "one change, lower held-out loss" in (out / "bonus_lr" / "report.html").read_text()
+    # `grade report` re-renders a batch's report.html with the marks of OUT's store.
+    again = tmp_path / "again.html"
+    p = subprocess.run([*GRADE, "report", str(out / "bonus_lr" / "results.json"), "--out", str(again)], cwd=REPO,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "one change, lower held-out loss" in again.read_text(), p.stderr
     shutil.rmtree(tmp_path / "in")
 
 
