@@ -120,6 +120,9 @@ def bench(args: argparse.Namespace) -> None:
     from playwright.sync_api import sync_playwright
 
     out = make_class(args.out, args.count)
+    (out / "marks.sqlite").unlink(missing_ok=True)  # every run grades the question from nothing
+    for extra in ("-wal", "-shm"):
+        (out / f"marks.sqlite{extra}").unlink(missing_ok=True)
     proc, base = serve(out)
     try:
         with sync_playwright() as p:
