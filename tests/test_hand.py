@@ -182,7 +182,7 @@ def test_a_rubric_item_applied_to_a_group_and_its_points_edited_change_every_tot
     assert len(members) == size
     page.locator("#rubric input[name=item]").nth(0).check()  # +1: never materializes the n x n matrix
     page.locator("#rubric input[name=item]").nth(2).check()  # +2: the online softmax
-    page.click("#save")
+    save(page)
     assert f"saved for the {size} answers" in page.inner_text("#flash")
     for m in members:
         assert page.inner_text(f"#members label[data-student='{m}'] .pts") == "3"
@@ -190,14 +190,15 @@ def test_a_rubric_item_applied_to_a_group_and_its_points_edited_change_every_tot
     others = [s for s in gradebook(out) if s not in members]
     page.goto(f"{base}/q/5b?student={others[0]}")
     page.keyboard.press("1")
-    page.click("#save")  # one answer outside the group: the first item alone
+    save(page)  # one answer outside the group: the first item alone
     exam["marks"][(others[0], "5b")] = 1
     # The first item's points, 1 -> 2 (the grader decides it is worth more): every answer it is
     # applied to, the group and the one outside it, follows; the rest do not move.
     page.click("#rubric-edit summary")
     first = page.locator("form.item-edit").first
     first.locator(".item-points").fill("2")
-    first.locator(".item-save").click()
+    with page.expect_navigation():
+        first.locator(".item-save").click()
     assert f"the {size + 1} answers it was applied to follow" in page.inner_text("#flash")
     for m in members:
         exam["marks"][(m, "5b")] = 4
@@ -206,6 +207,12 @@ def test_a_rubric_item_applied_to_a_group_and_its_points_edited_change_every_tot
     for m in [*members, others[0]]:
         assert page.inner_text(f"tr[data-student='{m}'] td[data-column='5b']") == f"{exam['marks'][(m, '5b')]:g}"
     wait_for(lambda: totals_are_automatic_plus_marks(out, exam["marks"]))
+
+
+def save(page: Page, button: str = "#save") -> None:
+    """Click Save and wait for the answer to come back (saved, or refused)."""
+    with page.expect_navigation():
+        page.click(button)
 
 
 def test_two_markers_at_once_lose_nothing(exam, browser):
@@ -217,19 +224,20 @@ def test_two_markers_at_once_lose_nothing(exam, browser):
     for page in (alice, bob):
         page.goto(f"{server.base}/q/6a?student={student}")
     alice.keyboard.press("1")
-    alice.click("#save")
+    save(alice)
     bob.keyboard.press("3")
     bob.fill("#comment", "bob's comment")
-    bob.click("#save")
+    save(bob)
     assert "alice" in bob.inner_text("#conflict") and "bob's comment" in bob.inner_text("#tried")
     marks, history = stored(out)
     assert [m for m in marks if m[0] == student and m[1] == "6a"][0][6] == "alice"
-    bob.click("#reload")
+    with bob.expect_navigation():
+        bob.click("#reload")
     assert bob.locator("#rubric input[name=item]").nth(0).is_checked()  # Alice's item, as saved
     bob.keyboard.press("3")
-    bob.click("#save")
+    save(bob)
     exam["marks"][(student, "6a")] = 4  # 1 + 3
-    # Both mark the rest of 6a at once, each their own answers, in turns as fast as they go.
+    # Both mark the rest of 6a, each their own answers, in turns.
     rest = sorted(gradebook(out))[1:]
     for a, b in zip(rest[0::2], rest[1::2] + [None], strict=False):
         alice.goto(f"{server.base}/q/6a?student={a}")
@@ -239,9 +247,9 @@ def test_two_markers_at_once_lose_nothing(exam, browser):
         if b:
             bob.keyboard.press("1")
             bob.keyboard.press("2")
-        alice.click("#save")
+        save(alice)
         if b:
-            bob.click("#save")
+            save(bob)
         exam["marks"][(a, "6a")] = 1
         if b:
             exam["marks"][(b, "6a")] = 2
@@ -299,20 +307,25 @@ def test_a_sheet_goes_out_and_comes_back(exam, tmp_path):
     assert len(rows) == 7 * 5  # one row per by-hand part per student
     unchanged = _hand(out, "--import", str(sheet))
     assert unchanged.returncode == 0 and "0 marks entered" in unchanged.stdout, unchanged.stdout + unchanged.stderr
-    for row in rows:
-        if row["question"] in ("4a", "6b"):
-            row["points"] = "2.5" if row["question"] == "4a" else "1"
+    changed = 0
+    for row in rows:  # every part not graded in the app is graded here: the class is then complete
+        if row["question"] in ("4a", "6b", "1b_saturation", "3a_relative"):
+            row["points"] = {"4a": "2.5", "6b": "1", "1b_saturation": "1", "3a_relative": "0.5"}[row["question"]]
             row["comment"] = f"=from the sheet {row['student']}"  # a formula-looking comment stays text
-            exam["marks"][(row["student"], row["question"])] = float(row["points"])
-        if row["question"] == "3b" and row["points"] == "4":
+        elif row["question"] == "5b" and not row["points"]:
+            row["points"] = "2"
+        elif row["question"] == "3b" and row["points"] == "4":
             row["points"] = "5.5"  # a mark made in the app, changed in the sheet: stands instead of its items
-            exam["marks"][(row["student"], "3b")] = 5.5
+        else:
+            continue
+        changed += 1
+        exam["marks"][(row["student"], row["question"])] = float(row["points"])
     with open(sheet, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
     p = _hand(out, "--import", str(sheet))
-    assert p.returncode == 0 and "12 marks entered" in p.stdout, p.stdout + p.stderr
+    assert changed == 24 and p.returncode == 0 and f"{changed} marks entered" in p.stdout, p.stdout + p.stderr
     totals_are_automatic_plus_marks(out, exam["marks"])
     again = tmp_path / "again.csv"
     assert _hand(out, "--export", str(again)).returncode == 0
@@ -348,7 +361,7 @@ def test_a_bad_sheet_is_refused_naming_file_row_and_column_and_nothing_is_writte
         rows.insert(5, dict(rows[2]))
         expected = f"{sheet} row 7, column question: {rows[2]['student']} {rows[2]['question']} is given twice (rows 4 and 7)"
     elif case == "changed since the export":
-        rows[3]["points"], rows[3]["version"] = "1", str(int(rows[3]["version"]) - 1 if int(rows[3]["version"]) else 7)
+        rows[3]["points"], rows[3]["version"] = "0.5", str(int(rows[3]["version"]) - 1 if int(rows[3]["version"]) else 7)
         expected = f"{sheet} row 5: {rows[3]['student']}'s answer to {rows[3]['question']} was changed"
     else:
         change, message = BAD_ROWS[case]
@@ -374,6 +387,7 @@ def test_a_regrade_keeps_every_mark(exam):
     assert all((out / s / "results.json").stat().st_mtime_ns != t for s, t in stamps.items())
     assert stored(out)[0] == before
     book = totals_are_automatic_plus_marks(out, exam["marks"])
+    assert all(row["ungraded"] == "0" for row in book.values())  # every by-hand part of the class graded
     marked = next(s for s in book if (s, "3b") in exam["marks"])
     assert 'id="hand-3b"' in (out / marked / "report.html").read_text()
     summary = (out / "summary.html").read_text()
@@ -389,7 +403,7 @@ def _mark_in_browser(page: Page, base: str, qid: str, student: str, keys: list[s
     for key in keys:
         page.keyboard.press(key)
     page.fill("#comment", comment)
-    page.click("#save")
+    save(page)
     assert page.inner_text(f"#student-list li[data-student='{student}'] .pts") != "–"
 
 
