@@ -16,6 +16,7 @@ SUBCOMMANDS = {
     "gradescope-bundle": "graders.commands.bundle",
     "check-key": "graders.written.keycheck",
     "check-answers": "graders.commands.check_answers",
+    "hand": "graders.commands.hand",
 }
 
 

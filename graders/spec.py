@@ -35,6 +35,21 @@ class Check(_Strict):
 Visibility = Literal["visible", "hidden", "after_due_date", "after_published"]
 
 
+class HandAnswer(_Strict):
+    """Where a by-hand item's answer is in a submission, for `grade hand` (graders/handgrading/):
+    answers, the answers file's entry of the item's id (the default of engine written); notebook,
+    the notebook's cells from the markdown heading `heading` on; changes, `files` compared with the
+    starter's, beside the grade's training run and the baseline's (`evidence`)."""
+
+    source: Literal["answers", "notebook", "changes"] = Field(
+        description="answers: the answers file entry; notebook: cells from a heading on; changes: files vs the starter"
+    )
+    heading: str = Field("", description="notebook: the heading's text, e.g. 'Step 6' (case and spacing ignored)")
+    files: tuple[str, ...] = Field((), description="changes: the submitted files shown against the starter's")
+    starter: str = Field("", description="changes: the folder of the starter files, relative to the repository")
+    evidence: Literal["", "training"] = Field("", description="training: the graded run beside the baseline's")
+
+
 class Item(_Strict):
     """One handout item: its points, shared among its checks by their weights."""
 
@@ -51,6 +66,7 @@ class Item(_Strict):
         description="a manual item's guide for the graders: in results.json and "
         "report.html, never in Gradescope's student-facing results",
     )
+    answer: HandAnswer | None = Field(None, description="a manual item: where `grade hand` finds the answer")
     needs: tuple[str, ...] = Field(default=(), description="submitted files the item's checks import")
     runs: str | None = Field(
         None,
@@ -70,6 +86,8 @@ class Item(_Strict):
     def _checks_carry_weight(self) -> "Item":
         if not self.manual and self.points > 0 and sum(c.weight for c in self.checks) <= 0:
             raise ValueError(f"item {self.id} has points but no check with weight")
+        if self.answer is not None and not self.manual:
+            raise ValueError(f"item {self.id} has an answer for grading by hand but is not manual")
         return self
 
 

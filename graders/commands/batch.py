@@ -11,6 +11,7 @@ from graders.deploy import docker_backend
 from graders.deploy.batch import Batch, GradeOne, grade_one, run_batch
 from graders.deploy.dask_engine import DaskOptions, slurm_kwargs
 from graders.deploy.docker_backend import DockerUnavailable
+from graders.deploy.regrade import regrading
 from graders.similarity.run import comparable
 from graders.spec import Spec, SpecError, assignments, load_spec, spec_path
 
@@ -23,6 +24,14 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--jobs", type=int, default=1, help="submissions graded at once, each in its own process")
     parser.add_argument("--force", action="store_true", help="regrade submissions that already have a results.json")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="ITEM",
+        help="grade only this item again (repeatable) for every graded submission, merged into its results.json: "
+        "the other items and the by-hand marks stay",
+    )
     parser.add_argument(
         "--assignment",
         default="a3",
@@ -84,6 +93,8 @@ def _check(args: argparse.Namespace) -> None:
         slurm_kwargs(args.cluster_opt)  # ValueError for a bad option: before any job is submitted
     if args.retries < 0:
         raise ValueError("--retries must be at least 0")
+    if args.only and args.backend != "local":
+        raise ValueError("--only goes with --backend local")
 
 
 def _dask(args: argparse.Namespace) -> DaskOptions | None:
@@ -94,6 +105,9 @@ def _dask(args: argparse.Namespace) -> DaskOptions | None:
 
 def _grader(args: argparse.Namespace, spec: Spec) -> GradeOne:
     """How one submission is graded: a grade process here, or a container (DockerUnavailable without an engine)."""
+    if args.only:
+        spec.only(args.only)  # SpecError for an unknown item, before anything is graded
+        return regrading(grade_one, tuple(args.only))
     if args.backend != "docker":
         return grade_one
     client = docker_backend.connect()
@@ -154,5 +168,6 @@ def main(argv: list[str]) -> int:
             grade_one=grader,
             similarity=args.similarity,
             dask=_dask(args),
+            only=tuple(args.only),
         )
     )

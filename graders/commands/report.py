@@ -4,6 +4,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from graders.handgrading.store import load_marks
 from graders.reports.html import write_report
 from graders.scoring.results import Results
 
@@ -24,5 +25,8 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError) as e:
         print(f"grade report: {args.results}: {e}", file=sys.stderr)
         return 2
-    print(f"report: {write_report(results, args.results.parent, args.out)}")
+    # In a batch's OUT/<student>/, the by-hand marks of OUT's store (`grade hand`) are shown too.
+    folder = args.results.resolve().parent
+    marks = load_marks(folder.parent).get(folder.name, {})
+    print(f"report: {write_report(results, args.results.parent, args.out, hand=marks)}")
     return 0

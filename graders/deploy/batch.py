@@ -19,6 +19,8 @@ from graders.deploy.refusal import BatchRefused, is_refusal, refused
 from graders.deploy.sources import write_sources
 from graders.execution.policy import REFUSED_STATUS
 from graders.execution.sandbox import kill_tree
+from graders.handgrading.outputs import hand_views, write_marked_reports
+from graders.handgrading.store import load_marks
 from graders.reports.html import write_report
 from graders.reports.results_file import write_results
 from graders.reports.summary import write_summary
@@ -47,6 +49,7 @@ class Batch:
     cpus: float  # per container (docker)
     grade_one: GradeOne
     similarity: bool = False  # also compare the class's code (OUT/similarity.html), before the summary
+    only: tuple[str, ...] = ()  # grade these items again for every submission, merged (deploy/regrade.py)
     dask: DaskOptions | None = None  # where the Dask tasks go (backend "dask")
 
 
@@ -124,25 +127,38 @@ def already_graded(path: Path) -> bool:
 def run_batch(batch: Batch) -> int:
     students = find_submissions(batch.input)
     todo = {s: src for s, src in students.items() if batch.force or not already_graded(batch.out / s / "results.json")}
+    if batch.only:
+        if todo and not batch.force:  # --only merges into a whole grade: there must be one
+            print(
+                f"grade batch --only: {', '.join(sorted(todo))} not graded yet: grade the batch first", file=sys.stderr
+            )
+            return 2
+        todo = dict(students)
     try:
         failed, engine = _grade_all(batch, students, todo)
     except BatchRefused as e:  # no grades, no gradebook: a rerun after the fix grades what is left
         print(f"grade batch: {e}\nThe batch stopped; no submission was graded in that sandbox.", file=sys.stderr)
         return REFUSED_STATUS
     graded = _read_results(batch.out, students, failed)
-    write_gradebook(batch.out / "grades.csv", batch.spec, students, graded)
+    # The by-hand marks (`grade hand`) live in OUT's store, never in results.json: a regrade keeps them.
+    marks = load_marks(batch.out)
+    write_gradebook(batch.out / "grades.csv", batch.spec, students, graded, marks)
+    write_marked_reports(batch.out, graded, marks, marks.keys())
     write_sources(batch.out, batch.assignment, students)
     if batch.similarity:
         _compare_class(batch, students)
     # Grader errors are ours, not the student's: listed for a look, kept out of the class's numbers.
     unfinished = {s: failed.get(s) or r.grader_error or "" for s, r in graded.items() if r.grader_error}
     unfinished.update({s: why for s, why in failed.items() if s not in graded})
+    views = hand_views(batch.spec, list(students), graded, marks)
     write_summary(
         {s: r for s, r in graded.items() if s not in unfinished},
         unfinished,
         batch.out / "summary.html",
         batch.spec.title,
         engine=engine,
+        hand=views.progress if views else None,
+        finals=views.finals if views else None,
     )
     print(
         f"{len(students)} submissions ({len(students) - len(todo)} already graded), {len(failed)} failed; "

@@ -113,6 +113,31 @@ def _test(item: ItemResult, number: str) -> dict:
     return test
 
 
+def _summary(results: Results) -> list[str]:
+    """The lines above the tests: the autograded score, what is graded by hand, what went wrong."""
+    # Gradescope adds its own by-hand questions' points to this score: the autograder's part is the
+    # automatic items alone, and it says so (a "33/60" would read as the final grade).
+    auto_max = results.max_score - results.by_hand_points
+    summary = [f"Autograded score: {results.score:g}/{auto_max:g}."]
+    if results.by_hand_points:
+        summary.append(
+            f"The other {results.by_hand_points:g} of the {results.max_score:g} points are graded by hand by the "
+            "course staff on Gradescope, and are not part of the autograder's score."
+        )
+    if results.bonus_max:
+        summary.append(f"Bonus ({results.bonus_max:g} points) is graded by hand and added later.")
+    if results.grader_error:
+        summary.append(
+            "The grader itself failed on this submission, so the score is 0; "
+            f"the course staff will look at it. ({results.grader_error})"
+        )
+    if results.sandbox_warning:
+        summary.append(f"Note: {results.sandbox_warning}.")
+    summary += [f"{name}: {why}" for name, why in sorted(results.problems.items())]
+    summary += [f"warning: {w}" for w in results.warnings]
+    return summary
+
+
 def to_gradescope(results: Results, stdout_visibility: str = "hidden") -> dict:
     """Gradescope's results.json for `results`; `stdout_visibility` (the spec's) governs what the
     student's own code printed, both Gradescope's stdout and the "printed output" test here."""
@@ -140,18 +165,7 @@ def to_gradescope(results: Results, stdout_visibility: str = "hidden") -> dict:
                 "visibility": stdout_visibility,
             }
         )
-    summary = [f"Autograded score: {results.score:g}/{results.max_score:g}."]
-    if results.bonus_max:
-        summary.append(f"Bonus ({results.bonus_max:g} points) is graded by hand and added later.")
-    if results.grader_error:
-        summary.append(
-            "The grader itself failed on this submission, so the score is 0; "
-            f"the course staff will look at it. ({results.grader_error})"
-        )
-    if results.sandbox_warning:
-        summary.append(f"Note: {results.sandbox_warning}.")
-    summary += [f"{name}: {why}" for name, why in sorted(results.problems.items())]
-    summary += [f"warning: {w}" for w in results.warnings]
+    summary = _summary(results)
     return {
         "score": results.score,
         "execution_time": round(results.timings.get("total_s", 0.0), 3),

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from jinja2 import Environment, FileSystemLoader
 
+from graders.handgrading.marks import Mark
 from graders.intake.png import read_png
 from graders.reports.gradescope import captured_text, clip
 from graders.reports.lossplot import training_svg
@@ -52,8 +53,20 @@ def student_plot(results: Results, folder: Path | None) -> bytes | None:
         return None
 
 
-def render(results: Results, folder: Path | None = None) -> str:
-    """The report as one HTML string; `folder` is where results.json and the student's plot lie."""
+def hand_totals(results: Results, hand: dict[str, Mark]) -> dict[str, float]:
+    """The report's totals with the by-hand marks entered (`grade hand`): the points, the by-hand
+    points still to grade, the bonus."""
+    manual = [i for i in results.items if i.status == "manual"]
+    marked = {i.id: hand[i.id].points or 0.0 for i in manual if i.id in hand and hand[i.id].graded}
+    points = sum(p for i in manual if not i.bonus and (p := marked.get(i.id)) is not None)
+    bonus = sum(p for i in manual if i.bonus and (p := marked.get(i.id)) is not None)
+    left = sum(i.max_score for i in manual if not i.bonus and i.id not in marked)
+    return {"score": results.score + points, "left": left, "bonus": results.bonus_score + bonus, "entered": len(marked)}
+
+
+def render(results: Results, folder: Path | None = None, hand: dict[str, Mark] | None = None) -> str:
+    """The report as one HTML string; `folder` is where results.json and the student's plot lie;
+    `hand`, the by-hand marks entered (graders/handgrading/), by item id."""
     ours = training_svg(results.training) if results.training else None
     theirs = student_plot(results, folder)
     items = []
@@ -64,11 +77,15 @@ def render(results: Results, folder: Path | None = None) -> str:
     for name, text in (("stdout", results.output.stdout), ("stderr", results.output.stderr)):
         full = captured_text(text, len(text) + 1)
         captured.append((name, clip(full, MAX_CAPTURED), len(full) > MAX_CAPTURED))
+    hand = hand or {}
+    totals = hand_totals(results, hand)
     return env.get_template("report.html.j2").render(
         r=results,
+        hand=hand,
+        totals=totals,
         items=items,
         captured=captured,
-        total_percent=round(100 * results.score / results.max_score, 1) if results.max_score else 0.0,
+        total_percent=round(100 * min(1.0, totals["score"] / results.max_score), 1) if results.max_score else 0.0,
         plot_uri=data_uri(ours, "image/svg+xml") if ours else None,
         student_plot_uri=data_uri(theirs) if theirs else None,
         student_plot_named=bool(results.training and results.training.plot),
@@ -78,9 +95,12 @@ def render(results: Results, folder: Path | None = None) -> str:
     )
 
 
-def write_report(results: Results, folder: Path, path: Path | None = None) -> Path:
-    """Write report.html (or `path`) for results whose files lie in `folder`."""
+def write_report(results: Results, folder: Path, path: Path | None = None, hand: dict[str, Mark] | None = None) -> Path:
+    """Write report.html (or `path`) for results whose files lie in `folder`, with the by-hand
+    marks `hand` where there are any (written whole: a browser never reads half a page)."""
     path = path or folder / "report.html"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render(results, folder), encoding="utf-8")
+    partial = path.with_name(f".{path.name}.tmp")
+    partial.write_text(render(results, folder, hand), encoding="utf-8")
+    partial.replace(path)
     return path

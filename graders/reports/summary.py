@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
+from graders.handgrading.progress import HandProgress
 from graders.reports.html import data_uri, env, figure_png
 from graders.scoring.results import Results
 
@@ -189,9 +190,12 @@ def render_summary(
     title: str,
     similarity: dict | None = None,
     engine: str = "",
+    hand: list[HandProgress] | None = None,
+    finals: dict[str, float] | None = None,
 ) -> str:
     """`graded`: each student's results; `failed`: students whose grade did not finish, and why;
-    `similarity`: read_similarity's, when the class was compared; `engine`: a Dask one, described."""
+    `similarity`: read_similarity's, when the class was compared; `engine`: a Dask one, described;
+    `hand`: the by-hand parts' progress, and `finals` each student's total with the marks entered."""
     totals = {s: r.score for s, r in graded.items()}
     max_score = max((r.max_score for r in graded.values()), default=0.0)
     times = {s: t for s, r in graded.items() if (t := r.timings.get("total_s")) is not None}
@@ -222,9 +226,23 @@ def render_summary(
         attention=attention,
         students=sorted(graded.items()),
         similarity=similarity,
+        hand=hand or [],
+        finals=finals or {},
+        finals_mean=statistics.fmean(finals.values()) if finals else None,
     )
 
 
-def write_summary(graded: dict[str, Results], failed: dict[str, str], path: Path, title: str, engine: str = "") -> Path:
-    path.write_text(render_summary(graded, failed, title, read_similarity(path.parent), engine), encoding="utf-8")
+def write_summary(
+    graded: dict[str, Results],
+    failed: dict[str, str],
+    path: Path,
+    title: str,
+    engine: str = "",
+    hand: list[HandProgress] | None = None,
+    finals: dict[str, float] | None = None,
+) -> Path:
+    page = render_summary(graded, failed, title, read_similarity(path.parent), engine, hand, finals)
+    partial = path.with_name(f".{path.name}.tmp")
+    partial.write_text(page, encoding="utf-8")
+    partial.replace(path)
     return path
