@@ -57,7 +57,10 @@ def _split_zygotes(marker: bytes = STAGED) -> tuple[set[int], set[int]]:
     """(workers, zygotes) alive now: a zygote runs no student code (and a fork server's outlives
     its grades); what it forks carries its command line, below it."""
     found, parents = _staged(marker), parent_pids()
-    zygotes = {p for p, c in found.items() if ZYGOTE in c and ZYGOTE not in found.get(parents.get(p, 0), b"")}
+    # Only what is still alive at the second scan: a worker that ended between the two has no parent
+    # left to tell it from a zygote by (under load, one was taken for a second zygote).
+    found = {p: c for p, c in found.items() if p in parents}
+    zygotes = {p for p, c in found.items() if ZYGOTE in c and ZYGOTE not in found.get(parents[p], b"")}
     return set(found) - zygotes, zygotes
 
 

@@ -5,7 +5,7 @@ import functools
 import sys
 from pathlib import Path
 
-from graders.commands import sandbox_gate
+from graders.commands import options, sandbox_gate
 from graders.commands.overrides import with_limits
 from graders.deploy import docker_backend
 from graders.deploy.batch import Batch, GradeOne, grade_one, run_batch
@@ -13,7 +13,7 @@ from graders.deploy.dask_engine import DaskOptions, slurm_kwargs
 from graders.deploy.docker_backend import DockerUnavailable
 from graders.deploy.regrade import regrading
 from graders.similarity.run import comparable
-from graders.spec import Spec, SpecError, assignments, load_spec, spec_path
+from graders.spec import Spec, SpecError, load_spec, spec_path
 
 
 def parser() -> argparse.ArgumentParser:
@@ -32,14 +32,8 @@ def parser() -> argparse.ArgumentParser:
         help="grade only this item again (repeatable) for every graded submission, merged into its results.json: "
         "the other items and the by-hand marks stay",
     )
-    parser.add_argument(
-        "--assignment",
-        default="a3",
-        help=f"the assignment, a folder of assignment/: {', '.join(assignments())}",
-    )
-    parser.add_argument(
-        "--limit", action="append", default=[], metavar="NAME=VALUE", help="one of the spec's [limits] for every grade"
-    )
+    options.add_assignment(parser)
+    options.add_limit(parser, "every grade")
     parser.add_argument(
         "--backend",
         "--engine",

@@ -5,8 +5,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from graders.commands import options
 from graders.execution.policy import REFUSED_STATUS, SandboxRefused
-from graders.spec import SpecError, assignment_dir, assignments, load_spec, spec_path
+from graders.spec import SpecError, assignment_dir, load_spec, spec_path
 
 
 def parser() -> argparse.ArgumentParser:
@@ -15,11 +16,7 @@ def parser() -> argparse.ArgumentParser:
         description="Write the Gradescope autograder zip (setup.sh, run_autograder, the grader).",
     )
     command.add_argument("--out", type=Path, required=True, help="the zip to write, e.g. autograder.zip")
-    command.add_argument(
-        "--assignment",
-        default="a3",
-        help=f"the assignment, a folder of assignment/: {', '.join(assignments())}",
-    )
+    options.add_assignment(command)
     command.add_argument("--dir", type=Path, help="also unpack it into this folder (the Docker build context)")
     command.add_argument(
         "--sandbox",

@@ -8,7 +8,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from graders.commands import sandbox_gate
+from graders.commands import options, sandbox_gate
 from graders.commands.overrides import with_limits, with_settings
 from graders.execution.policy import REFUSED_STATUS, SandboxRefused
 from graders.reports.console import table
@@ -17,7 +17,7 @@ from graders.reports.html import write_report
 from graders.reports.results_file import write_results
 from graders.scoring.fallback import fallback_results
 from graders.scoring.results import Results
-from graders.spec import Spec, SpecError, assignments, load_spec, spec_path
+from graders.spec import Spec, SpecError, load_spec, spec_path
 
 
 def parser() -> argparse.ArgumentParser:
@@ -33,19 +33,9 @@ def parser() -> argparse.ArgumentParser:
         default=Path("grade-out"),
         help="where results.json goes (one sub-folder per submission when there are several)",
     )
-    parser.add_argument(
-        "--assignment",
-        default="a3",
-        help=f"the assignment, a folder of assignment/: {', '.join(assignments())}",
-    )
+    options.add_assignment(parser)
     parser.add_argument("--quiet", action="store_true", help="print only the totals")
-    parser.add_argument(
-        "--limit",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override one of the spec's [limits], e.g. --limit call_timeout_s=2",
-    )
+    options.add_limit(parser, "the grade")
     parser.add_argument(
         "--set",
         action="append",
