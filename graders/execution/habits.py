@@ -33,8 +33,11 @@ def _where(note: dict) -> str:
 
 
 _NOTE_WORDS = {
-    "stand_in": "{subject} is not available when grading (no network, no account), so it was imported as an "
-    "inert stand-in: its calls do nothing and nothing was logged or sent; the rest was graded as written",
+    "stand_in": "{subject} is left out of grading (trackers and notebook helpers need an account, the network or "
+    "a notebook, which a grade has not): it was imported as an inert stand-in, its calls did nothing and nothing "
+    "was logged or sent; the rest was graded as written",
+    "one_process": "{subject} with worker processes: a grade loads batches in the training process itself "
+    "(num_workers=0), the same batches in the same order",
     "plain_bars": "tqdm.notebook draws its bars as Jupyter widgets, which a grade has not: they were drawn as "
     "plain text (tqdm's own) instead, nothing else changed",
     "no_compile": "torch.compile was skipped: the model ran uncompiled (compiling it takes longer than the "
@@ -118,6 +121,14 @@ def argparse_message(info: dict, file: str) -> str | None:
 _ABSOLUTE = re.compile(r"'(/[^']*)'")
 
 
+def with_hint(text: str, info: dict) -> str:
+    """`text` (a failure's message) followed by hint(info), if there is one."""
+    more = hint(info)
+    if not more:
+        return text
+    return f"{text.rstrip()}{'' if text.rstrip().endswith('.') else '.'}{more}"
+
+
 def hint(info: dict) -> str:
     """A sentence on a failure that comes from the grading machine not being the student's: no
     GPU, a path or folder that exists only on the student's computer (or Colab's Drive)."""
@@ -127,7 +138,13 @@ def hint(info: dict) -> str:
             " A grade runs on a CPU: pick the device as the handout does "
             '(`torch.device("cuda" if torch.cuda.is_available() else "cpu")`)'
         )
-    if kind in ("FileNotFoundError", "PermissionError", "NotADirectoryError", "OSError", "IsADirectoryError"):
+    if "headless" in message:
+        return (
+            " A grade has no screen: matplotlib draws into files there (its Agg backend), and plt.show() does "
+            'nothing. Leave the backend to matplotlib (no matplotlib.use) or use "Agg"'
+        )
+    folder = kind == "RuntimeError" and "directory" in message and "does not exist" in message  # torch.save's
+    if folder or kind in ("FileNotFoundError", "PermissionError", "NotADirectoryError", "OSError", "IsADirectoryError"):
         outside = _ABSOLUTE.search(message)
         place = (
             f" {outside.group(1)!r} is a path on your own machine (or Colab's Drive), which a grade does not have."

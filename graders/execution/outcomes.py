@@ -34,7 +34,7 @@ def describe_import_error(module: str, info: dict, problems: dict[str, str]) -> 
             f"{name} failed at import ({where}{loc}): it imports '{missing}', "
             "which is not a module of the submission or of the grading environment"
         )
-    return f"{name} failed at import ({where}{loc}): {info.get('type')}: {info.get('message')}{habits.hint(info)}"
+    return habits.with_hint(f"{name} failed at import ({where}{loc}): {info.get('type')}: {info.get('message')}", info)
 
 
 def postponed_note(module: str, note: dict) -> str:

@@ -20,26 +20,31 @@ def _parses(text: str, name: str) -> SyntaxError | None:
     return None
 
 
-def skip_shell_lines(name: str, text: str) -> tuple[str, list[str]] | None:
-    """`text` with the shell and magic lines that stop it parsing skipped, and a warning for each;
-    None if it parses as it is or skipping them does not make it parse."""
+def skip_shell_lines(name: str, text: str) -> tuple[str, str] | None:
+    """`text` with the shell and magic lines that stop it parsing skipped, and the warning that
+    says which; None if it parses as it is or skipping them does not make it parse."""
     error = _parses(text, name)
     if error is None:
         return None
     lines = text.splitlines(keepends=True)
-    warnings: list[str] = []
-    while error is not None and len(warnings) < MAX_SKIPPED:
+    skipped: list[tuple[int, str]] = []
+    while error is not None and len(skipped) < MAX_SKIPPED:
         index = (error.lineno or 0) - 1
         stripped = lines[index].lstrip() if 0 <= index < len(lines) else ""
         if not stripped.startswith(("!", "%")):
             return None
         indent = lines[index][: len(lines[index]) - len(stripped)]
-        command = stripped.rstrip("\r\n")
+        skipped.append((index + 1, stripped.rstrip("\r\n")[:120]))
         lines[index] = f"{indent}pass\n"
-        warnings.append(
-            f"{name}, line {index + 1}: `{command[:120]}` is a notebook's shell command or magic, not Python (so "
-            f"`python {name}` stops there); it was skipped for grading, the rest graded as written. Delete such "
-            "lines from a file exported from a notebook"
-        )
         error = _parses("".join(lines), name)
-    return ("".join(lines), warnings) if error is None else None
+    if error is not None:
+        return None
+    numbers = ", ".join(str(n) for n, _ in skipped)
+    commands = ", ".join(f"`{c}`" for _, c in skipped[:5]) + (", ..." if len(skipped) > 5 else "")
+    one = len(skipped) == 1
+    return "".join(lines), (
+        f"{name}, line{'' if one else 's'} {numbers}: {commands} {'is a' if one else 'are'} notebook shell "
+        f"command{'' if one else 's'} or magic{'' if one else 's'}, not Python (`python {name}` stops at "
+        f"{'it' if one else 'the first'}); skipped for grading (as `pass`), the rest graded as written. Delete "
+        "such lines from a file exported from a notebook"
+    )

@@ -65,7 +65,7 @@ def _without_shell_lines(name: str, raw: bytes, warnings: list[str]) -> bytes:
         return raw
     if skipped is None:
         return raw
-    warnings.extend(skipped[1])
+    warnings.append(skipped[1])
     return skipped[0].encode("utf-8")
 
 

@@ -114,7 +114,7 @@ def _failed(grade, info: dict) -> str:
     hint = ""
     if "does not require grad" in str(info.get("message")):
         hint = " (get_loss_on_batch must return a loss computed from the model's outputs: not implemented yet?)"
-    return f"train() failed: {StudentError(info, 'train.train')}{hint}{habits.hint(info)}"
+    return habits.with_hint(f"train() failed: {StudentError(info, 'train.train')}{hint}", info)
 
 
 def _loss_check(reply: dict | None) -> dict:
@@ -158,8 +158,9 @@ def _summarize(grade, summary: Training, own: Run, chosen: Run) -> None:
         return
     after = reply.get("raised_after_loop")
     if isinstance(after, dict):  # the loop was done: its model is graded, the error is told
-        grade.extra_warnings.append(f"train() raised after its training loop had finished: {StudentError(after, 'train()')}; "
-                                    "the model it had trained is graded as it was")
+        grade.extra_warnings.append(habits.with_hint(
+            f"train() raised after its training loop had finished: {StudentError(after, 'train()')}; "
+            "the model it had trained is graded as it was", after))
     summary.steps = reply["loss_calls"]
     if reply.get("recorded"):
         summary.recorded_losses = reply["recorded"]["losses"]

@@ -6,7 +6,7 @@ submission's, `input()` says at once that a grade has no keyboard. Once per work
 student code: the spec's inert packages import as stand-ins (inert.py), internet use raises
 NoNetwork (offline.py), `get_ipython()` exists for a script exported from Jupyter, and
 torch.compile hands back what it is given (compiling the tiny model takes far longer than training
-it, and gives the same results).
+it, and gives the same results), and a DataLoader loads its batches in the training process.
 
 The trusted side writes the spec's settings for this into the submission's folder (SETTINGS_FILE:
 a dotted name, which no submitted file can have; read-only inside the sandbox) before the worker
@@ -48,6 +48,7 @@ def prepare(scratch: Path, module: str) -> None:
         builtins.input = _no_keyboard
         builtins.get_ipython = _get_ipython  # type: ignore[attr-defined]
         _skip_compile()
+        _one_process_loading()
     sys.argv = [f"{module}.py"]
     os.chdir(scratch)
 
@@ -90,3 +91,20 @@ def _skip_compile() -> None:
         return model
 
     setattr(torch, "compile", compile)
+
+
+def _one_process_loading() -> None:
+    """A DataLoader's worker processes need shared memory a sandbox does not give: batches are
+    loaded in the training process instead (num_workers=0), the same batches in the same order."""
+    data = sys.modules.get("torch.utils.data")
+    if data is None:
+        return
+    real_init = data.DataLoader.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if isinstance(kwargs.get("num_workers"), int) and kwargs["num_workers"] > 0:
+            notes.record("one_process", "DataLoader")
+            kwargs.update(num_workers=0, persistent_workers=False, prefetch_factor=None, multiprocessing_context=None)
+        real_init(self, *args, **kwargs)
+
+    data.DataLoader.__init__ = __init__

@@ -44,6 +44,10 @@ class Inert:
         object.__setattr__(self, "_made", {})
 
     def _child(self, key: Any, label: str) -> Any:
+        try:
+            hash(key)
+        except TypeError:  # a slice: `version_info[:2]`
+            return Inert(f"{self._name}{label}", self._package, self._root)
         if key in self._given:
             return self._given[key]
         if key not in self._made:
@@ -135,6 +139,12 @@ class InertBase:
         return Inert(f"{type(self).__name__}.{attr}", "a stand-in package")
 
 
+# What libraries read of a stand-in they find in sys.modules, as a real import with nothing running
+# would answer: matplotlib, tqdm and transformers look for a running IPython shell (none; and a
+# version past matplotlib's check for IPython < 8.24, whose answer would need more of IPython).
+_AS_REAL = {"IPython": {"get_ipython": lambda: None, "version_info": (9, 0, 0, "")}}
+
+
 class InertModule(types.ModuleType):
     __version__ = "0+stand-in"
 
@@ -143,6 +153,7 @@ class InertModule(types.ModuleType):
         self.__path__: list[str] = []  # a package: `import wandb.sdk` comes back to the finder
         self._package = package
         self._made: dict[str, Inert] = {}
+        vars(self).update(_AS_REAL.get(name, {}))
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__") and attr.endswith("__"):

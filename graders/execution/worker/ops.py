@@ -87,8 +87,8 @@ def describe_exception(exc: BaseException, scratch: Path) -> dict:
     if isinstance(exc, ModuleNotFoundError) and exc.name:
         info["missing_module"] = exc.name
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        try:
-            inside = Path(frame.filename).resolve().is_relative_to(scratch)
+        try:  # "<frozen os>" would resolve inside the working directory, which is scratch
+            inside = os.path.isabs(frame.filename) and Path(frame.filename).resolve().is_relative_to(scratch)
         except (OSError, ValueError):
             inside = False
         if inside:
