@@ -55,3 +55,34 @@ def test_a_habit_that_stops_training_is_told_by_its_line_in_our_words(graded, na
     said = _said(graded[name], CASES[name].lost)
     assert "line " in said, said
     assert "http" not in said and "huggingface.co" not in said and "offline mode" not in said, said
+
+
+TRACKER = 'import my_tracker  # the course\'s own tracker\nmy_tracker.start(project="a3")\n'
+
+
+@pytest.mark.parametrize("listed", [False, True], ids=["default list", "course's list"])
+def test_a_course_extends_the_list_of_stand_ins_in_its_spec(tmp_path, listed):
+    """The list is the spec's data: a package a course adds is stood in for like the defaults."""
+    from graders.runner import grade
+    from graders.spec import load_spec, spec_path
+
+    spec = load_spec(spec_path("a3")).only(["3(b)iii"])
+    if listed:
+        spec = spec.model_copy(update={"inert_packages": (*spec.inert_packages, "my_tracker")})
+    submission = files("argparse_module_level")
+    submission["train.py"] = TRACKER + submission["train.py"]
+    r = grade(write_zip(tmp_path / "tracker.zip", submission), spec).model_dump()
+    if listed:
+        assert r["score"] == 3 and "train.py, line 1: my_tracker is left out of grading" in r["warnings"][0], r
+    else:
+        assert r["score"] == 0 and "it imports 'my_tracker'" in r["problems"]["train.py"], r["problems"]
+
+
+def test_only_notebook_lines_that_stop_a_file_parsing_are_skipped():
+    from graders.intake.shell_lines import skip_shell_lines
+
+    text, warning = skip_shell_lines("train.py", "import os\n!pip install wandb\nif True:\n    %cd /content\nx = 1\n")
+    assert text == "import os\npass\nif True:\n    pass\nx = 1\n"
+    assert warning.startswith("train.py, lines 2, 4: `!pip install wandb`, `%cd /content` are notebook shell")
+    assert skip_shell_lines("train.py", "x = 5 % 2\nprint('!')\n") is None  # parses: nothing to skip
+    assert skip_shell_lines("train.py", "!pip install x\ndef f(:\n") is None  # still broken: refused as before

@@ -164,10 +164,15 @@ class InertModule(types.ModuleType):
 
 
 class _Loader(importlib.abc.Loader):
-    def __init__(self, package: str):
-        self.package = package
+    """Noted here, not when found: a library that only asks whether a package is there
+    (importlib.util.find_spec) imports nothing, and the student did not import it."""
+
+    def __init__(self, package: str, noted: bool = True):
+        self.package, self.noted = package, noted
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        if self.noted:
+            notes.record("stand_in", self.package)
         return InertModule(spec.name, self.package)
 
     def exec_module(self, module: types.ModuleType) -> None:
@@ -176,6 +181,7 @@ class _Loader(importlib.abc.Loader):
 
 class _PlainBarsLoader(importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        notes.record("plain_bars", spec.name)
         std = importlib.import_module("tqdm.std")
         module = types.ModuleType(spec.name, "tqdm's plain text bars, for tqdm.notebook")
         module.tqdm = module.tqdm_notebook = std.tqdm  # type: ignore[attr-defined]
@@ -192,15 +198,13 @@ class _Finder(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if fullname == _PLAIN_BARS:
-            notes.record("plain_bars", fullname)
             return importlib.machinery.ModuleSpec(fullname, _PlainBarsLoader())
         listed = next((p for p in self.packages if fullname == p or fullname.startswith(p + ".")), None)
         if listed is not None:
-            notes.record("stand_in", listed)
             return importlib.machinery.ModuleSpec(fullname, _Loader(listed), is_package=True)
         if any(p.startswith(fullname + ".") for p in self.packages) and not _really_there(fullname, path):
             # the parent of a listed package (google, of google.colab) that is not installed
-            return importlib.machinery.ModuleSpec(fullname, _Loader(fullname), is_package=True)
+            return importlib.machinery.ModuleSpec(fullname, _Loader(fullname, noted=False), is_package=True)
         return None
 
 
