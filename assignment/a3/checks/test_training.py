@@ -51,7 +51,9 @@ def run(grade):
     start_training(grade)  # a no-op when conftest already sent it
     own = _graded(grade, lambda: grade.collect("train"), heldout)
     chosen, check = own, _loss_check(own.reply)
-    if check["wrong"] is not None and (own.problem or _improvement(grade, own) or _steps_problem(grade, own)):
+    # Only a model whose forward gave logits of the batch can train with the grader's loss instead.
+    if check["wrong"] is not None and check["logits"] and (own.problem or _improvement(grade, own)
+                                                           or _steps_problem(grade, own)):
         chosen = _graded(grade, lambda: _rerun(grade), heldout, grader_loss=True)
         grade.extra_warnings.append(_rerun_warning(check["wrong"], own))
     if check["wrong"] is not None or check["checked"] > 0:  # the loss was replaced, or seen to be right
@@ -121,9 +123,8 @@ def _loss_check(reply: dict | None) -> dict:
     """The worker's comparison of the student's loss with the definition in the run, checked."""
     check = reply.get("loss_check") if isinstance(reply, dict) else None
     check = check if isinstance(check, dict) else {}
-    checked = check.get("checked") if isinstance(check.get("checked"), int) else 0
-    wrong = check.get("wrong") if isinstance(check.get("wrong"), dict) else None
-    return {"checked": checked, "wrong": wrong}
+    counts = {k: check[k] if isinstance(check.get(k), int) else 0 for k in ("checked", "logits")}
+    return {**counts, "wrong": check.get("wrong") if isinstance(check.get("wrong"), dict) else None}
 
 
 def _how_wrong(wrong: dict) -> str:

@@ -38,17 +38,24 @@ def settings(scratch: Path) -> dict:
     return {"inert_packages": names[:200]}
 
 
+def install(scratch: Path) -> None:
+    """Once per worker, before any student code (main.py: before warm.arm, which keeps the zygote's
+    matplotlib only while sys.meta_path is as it was armed)."""
+    if _ready:
+        return
+    _ready.append(scratch)
+    notes.set_scratch(scratch)
+    inert.install(settings(scratch).get("inert_packages", ()))
+    offline.guard()
+    builtins.input = _no_keyboard
+    builtins.get_ipython = _get_ipython  # type: ignore[attr-defined]
+    _skip_compile()
+    _one_process_loading()
+
+
 def prepare(scratch: Path, module: str) -> None:
     """Before student code of `module` runs: as `python <module>.py` would see the process."""
-    if not _ready:
-        _ready.append(scratch)
-        notes.set_scratch(scratch)
-        inert.install(settings(scratch).get("inert_packages", ()))
-        offline.guard()
-        builtins.input = _no_keyboard
-        builtins.get_ipython = _get_ipython  # type: ignore[attr-defined]
-        _skip_compile()
-        _one_process_loading()
+    install(scratch)
     sys.argv = [f"{module}.py"]
     os.chdir(scratch)
 

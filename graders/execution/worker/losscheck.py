@@ -63,11 +63,14 @@ def _problem(loss: Any, want: float | None) -> dict | None:
 
 
 def compare(check: dict, call: int, loss: Any, ids: torch.Tensor | None, out: Any) -> None:
-    """Into `check`: one more call compared, and the first call whose loss is not the definition."""
+    """Into `check`: one more call compared, whether the model's forward gave logits of the batch
+    in it (the grader's loss, in a second run, needs them), and the first call whose loss is not
+    the definition."""
     want = expected(ids, out) if ids is not None else None
     problem = _problem(loss, want)
     if want is None and problem is None:
         return  # cannot be told: the logits were not seen, or not of the batch
     check["checked"] += 1
+    check["logits"] += want is not None
     if problem is not None and check["wrong"] is None:
         check["wrong"] = {"call": call, **problem}

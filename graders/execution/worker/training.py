@@ -28,7 +28,7 @@ class Record:
     capturing: bool = False
     # The student's get_loss_on_batch against the next-token cross entropy of the logits its own
     # forward gave in that call: calls compared, and the first that differed (losscheck.py).
-    loss_check: dict = field(default_factory=lambda: {"checked": 0, "wrong": None})
+    loss_check: dict = field(default_factory=lambda: {"checked": 0, "logits": 0, "wrong": None})
 
 
 @dataclass(frozen=True)
