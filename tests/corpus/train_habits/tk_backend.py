@@ -3,9 +3,9 @@
 import os
 
 import matplotlib
+import matplotlib.pyplot as plt
 
 matplotlib.use("TkAgg")  # so plt.show() opens a window
-import matplotlib.pyplot as plt
 import torch
 from datasets import load_dataset
 from tqdm import tqdm
