@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from graders import __version__
 from graders.checks.reference import load_reference
-from graders.execution import policy
+from graders.execution import habits, policy
 from graders.execution.breaker import Breaker, call_structure
 from graders.execution.client import Worker, WorkerError
 from graders.execution.outcomes import captured_output, describe_import_error, left_running, postponed_note
@@ -44,6 +44,7 @@ class _Grade:
     workers: list[Worker] = field(default_factory=list)
     breaker: Breaker | None = None
     ctx: "GradeContext | None" = None
+    import_notes: list[str] = field(default_factory=list)  # what the submission's imports needed (habits.py)
 
     @property
     def deadline(self) -> float:
@@ -98,6 +99,7 @@ def _grade_with_checks(g: _Grade, intake: Intake) -> Results:
         ref = load_reference(g.spec.reference_dir, g.spec.reference_modules) if g.spec.reference_dir else None
     _freeze_imports()
     broken = _wait_for_worker(g, worker, intake)
+    g.import_notes = habits.import_notes(worker) if worker.boot_s is not None else []
     g.ctx = GradeContext(
         spec=g.spec,
         worker=worker,
@@ -115,6 +117,7 @@ def _launch_workers(g: _Grade, intake: Intake) -> Worker:
     spec = g.spec
     modules = [m for m in spec.modules() if f"{m}.py" in intake.files]
     spare = spec.limits.worker_count() > 1 and any(i.own_worker for i in spec.items)
+    habits.write_settings(intake.folder, spec)  # before the spare's copy: each worker reads its own
     if spare:  # its own copy: in a plain sandbox the two would share a folder
         shutil.copytree(intake.folder, g.scratch / "spare")
     worker = Worker(intake.folder, spec.limits, modules)
@@ -157,7 +160,7 @@ def _run_checks(g: _Grade, ctx: "GradeContext", broken: dict[str, str]) -> dict[
 
     with g.timings.timed("checks_s"):
         checked, seconds = run_checks(ctx, g.deadline)
-        checked = apply_policy(g.spec, _quiet_advice(g.spec, checked, broken), broken)
+        checked = apply_policy(g.spec, _quiet_advice(g.spec, checked, broken), broken, ctx.ruled_out)
     g.timings.update({f"item {k} s": round(v, 3) for k, v in seconds.items()})
     g.timings["student_calls"] = sum(w.calls for w in g.workers)  # requests that ran student code
     g.timings["worker_starts"] = sum(w.starts for w in g.workers)
@@ -186,9 +189,8 @@ def _checked_results(
     ]
     g.timings["worker_peak_rss_mb"] = round(max(w.peak_rss_kb for w in g.workers) / 1024, 1)
     notes = {m: n for w in g.workers for m, n in w.import_notes.items()}
-    warnings = (
-        [postponed_note(m, n) for m, n in sorted(notes.items())] + left_running(g.workers) + advice + ctx.extra_warnings
-    )
+    warnings = [postponed_note(m, n) for m, n in sorted(notes.items())] + g.import_notes
+    warnings += [w for w in left_running(g.workers) + advice + ctx.extra_warnings if w not in g.import_notes]
     worker = g.workers[0]
     return _results(
         g,

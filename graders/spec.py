@@ -7,7 +7,7 @@ a message naming the field (pydantic's own location, e.g. `items.2.checks.0.weig
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -216,6 +216,24 @@ class Scoring(_Strict):
 
 Params = dict[str, bool | int | float | str | tuple[int | float | str, ...]]
 
+# Packages student files import for side work only: experiment tracking, and a notebook's helpers
+# (Colab's drive and files, IPython.display). In the worker they are inert offline stand-ins.
+INERT_PACKAGES = (
+    "wandb",
+    "tensorboard",
+    "tensorboardX",
+    "torch.utils.tensorboard",
+    "mlflow",
+    "comet_ml",
+    "neptune",
+    "swanlab",
+    "aim",
+    "clearml",
+    "dvclive",
+    "google.colab",
+    "IPython",
+)
+
 
 class Spec(_Strict):
     """One assignment. `engine` says how it is graded: "checks" runs the hidden pytest checks in
@@ -265,6 +283,12 @@ class Spec(_Strict):
     scoring: Scoring = Field(Scoring(), description="how failures become lost points")
     stdout_visibility: Visibility = Field(
         "hidden", description="when students see what their code printed (Gradescope's stdout_visibility)"
+    )
+    inert_packages: tuple[Annotated[str, Field(pattern=r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")], ...] = Field(
+        INERT_PACKAGES,
+        description="packages (or modules: torch.utils.tensorboard) a submission may import for side work only: "
+        "in the worker each imports as an inert offline stand-in whatever is installed (every attribute "
+        "callable, nothing sent or written), with a warning naming it and the line; the list replaces the default",
     )
 
     @model_validator(mode="after")

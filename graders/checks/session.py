@@ -36,6 +36,9 @@ class GradeContext:
     spare: Worker | None = None  # already starting, when the limits allow a second worker
     training: Training | None = None
     extra_warnings: list[str] = field(default_factory=list)
+    # check name -> items the check showed are not the cause of its failure (it ran the grader's own
+    # code in their place, or compared theirs with it as it ran): charge-once names them to no one
+    ruled_out: dict[str, set[str]] = field(default_factory=dict)
     memo: dict[str, Any] = field(default_factory=dict)  # what several checks compute once per grade
     _ahead: dict[str, Callable[[], dict]] = field(default_factory=dict)
     _threads: list[threading.Thread] = field(default_factory=list)

@@ -2,6 +2,7 @@
 could not be imported, a module imported with postponed annotations, processes student code left
 running, and what it printed."""
 
+from graders.execution import habits
 from graders.execution.client import Worker
 from graders.scoring.results import Output
 
@@ -14,6 +15,12 @@ def describe_import_error(module: str, info: dict, problems: dict[str, str]) -> 
         return f"{name} could not be imported: {info['message']}"
     loc = f", line {info['line']}" if info.get("line") else ""
     where = info.get("file") or name
+    offline = habits.network_message(info, "import")
+    if offline:
+        return f"{name} {offline}"
+    parser = habits.argparse_message(info, name)
+    if parser:
+        return f"{where}{loc}: {parser}"
     if info.get("type") == "SystemExit":
         return f"{name} {info['message'].replace(' was called', '')} at import ({where}{loc})"
     missing = info.get("missing_module")
@@ -27,7 +34,7 @@ def describe_import_error(module: str, info: dict, problems: dict[str, str]) -> 
             f"{name} failed at import ({where}{loc}): it imports '{missing}', "
             "which is not a module of the submission or of the grading environment"
         )
-    return f"{name} failed at import ({where}{loc}): {info.get('type')}: {info.get('message')}"
+    return habits.with_hint(f"{name} failed at import ({where}{loc}): {info.get('type')}: {info.get('message')}", info)
 
 
 def postponed_note(module: str, note: dict) -> str:

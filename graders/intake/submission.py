@@ -13,6 +13,8 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from graders.intake.shell_lines import skip_shell_lines
+
 MAX_ZIP_BYTES = 64 << 20  # the upload itself: bounds the work of reading its directory
 MAX_ENTRIES = 200
 MAX_FILE_BYTES = 2 << 20  # a required source file
@@ -52,6 +54,19 @@ def _check_source(name: str, raw: bytes, module: bool) -> str | None:
     except ValueError as e:  # e.g. a NUL byte
         return f"{name} cannot be parsed: {e}"
     return None
+
+
+def _without_shell_lines(name: str, raw: bytes, warnings: list[str]) -> bytes:
+    """A module exported from a notebook with its `!pip` and `%magic` lines skipped, if that is all
+    that stops it parsing (shell_lines.py); the file as it is otherwise."""
+    try:
+        skipped = skip_shell_lines(name, raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return raw
+    if skipped is None:
+        return raw
+    warnings.append(skipped[1])
+    return skipped[0].encode("utf-8")
 
 
 def _pick(candidates: dict[str, list[PurePosixPath]], warnings: list[str]) -> dict[str, PurePosixPath]:
@@ -238,10 +253,11 @@ def take_in(
             result.problems[name] = f"{either} missing from the submission"
             continue
         module = taken.endswith(".py") and name not in notebooks
-        problem = _check_source(taken, raw_files[taken], module)
+        raw = _without_shell_lines(taken, raw_files[taken], result.warnings) if module else raw_files[taken]
+        problem = _check_source(taken, raw, module)
         if problem:
             result.problems[name] = problem
             continue
-        (folder / taken).write_bytes(raw_files[taken])
+        (folder / taken).write_bytes(raw)
         result.files[name] = folder / taken
     return result

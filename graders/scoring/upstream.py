@@ -4,10 +4,15 @@ a check of its own that runs nothing else. Under the spec's scoring policy "char
 check is excused (not applicable: its weight moves to its item's other checks) and says what it
 found; under "cascade" it keeps its failure and its message says where to look first. The weight
 moves only to an isolated check of the item that applies: an item with none (3(b)iii: the training
-run needs the loss) cannot be shown to work on its own, so it keeps its failures, noted as in cascade."""
+run needs the loss) cannot be shown to work on its own, so it keeps its failures, noted as in cascade.
+A check may rule a used item out itself: A3's training run, when the student's loss is wrong in it,
+is graded on a second run with the grader's loss in its place (the bug costs 3(b)ii only), and then
+that loss is never named as the cause of what the run still does wrong."""
 
 from graders.scoring.results import CheckResult
 from graders.spec import Item, Spec
+
+Ruled = dict[str, set[str]] | None  # check name -> used items that check showed are not the cause
 
 
 def _reached(uses: tuple[str, ...], items: dict[str, Item]) -> set[str]:
@@ -28,10 +33,15 @@ def _fails_alone(item: Item, checked: dict[str, CheckResult]) -> bool:
     return any(not c.uses and c.name in checked and checked[c.name].status == "failed" for c in item.checks)
 
 
-def _culprits(spec: Spec, checked: dict[str, CheckResult], broken: dict[str, str]) -> dict[str, list[Item]]:
-    """Check name -> the used items that fail on their own, for each failed check with `uses`.
-    None where a file the item needs is broken: then every check says so already."""
+def _culprits(
+    spec: Spec, checked: dict[str, CheckResult], broken: dict[str, str], ruled_out: Ruled = None
+) -> dict[str, list[Item]]:
+    """Check name -> the used items that fail on their own, for each failed check with `uses`, but
+    those the check itself ruled out (`ruled_out`: it ran the grader's code in their place, or saw
+    theirs do right in its run). None where a file the item needs is broken: then every check says
+    so already."""
     items = {i.id: i for i in spec.items}
+    ruled_out = ruled_out or {}
     found: dict[str, list[Item]] = {}
     for item in spec.items:
         if any(f in broken for f in item.needs):
@@ -41,7 +51,8 @@ def _culprits(spec: Spec, checked: dict[str, CheckResult], broken: dict[str, str
             if result is None or result.status != "failed" or not check.uses:
                 continue
             used = _reached(check.uses, items)
-            culprits = [i for i in spec.items if i.id in used and _fails_alone(i, checked)]
+            cleared = ruled_out.get(check.name, set())
+            culprits = [i for i in spec.items if i.id in used - cleared and _fails_alone(i, checked)]
             if culprits:
                 found[check.name] = culprits
     return found
@@ -52,12 +63,16 @@ def _names(culprits: list[Item]) -> tuple[str, bool]:
 
 
 def with_upstream_notes(
-    spec: Spec, checked: dict[str, CheckResult], broken: dict[str, str], only: set[str] | None = None
+    spec: Spec,
+    checked: dict[str, CheckResult],
+    broken: dict[str, str],
+    only: set[str] | None = None,
+    ruled_out: Ruled = None,
 ) -> dict[str, CheckResult]:
     """Cascade: `checked` with a note on each failed check (of `only`, when given) whose used items
     fail on their own."""
     noted = dict(checked)
-    for name, culprits in _culprits(spec, checked, broken).items():
+    for name, culprits in _culprits(spec, checked, broken, ruled_out).items():
         if only is not None and name not in only:
             continue
         names, one = _names(culprits)
@@ -84,13 +99,15 @@ def _excusable(spec: Spec, checked: dict[str, CheckResult], culprits: dict[str, 
     return kept
 
 
-def charge_once(spec: Spec, checked: dict[str, CheckResult], broken: dict[str, str]) -> dict[str, CheckResult]:
+def charge_once(
+    spec: Spec, checked: dict[str, CheckResult], broken: dict[str, str], ruled_out: Ruled = None
+) -> dict[str, CheckResult]:
     """Charge once: each failed check whose used items fail on their own becomes not applicable,
     saying so and what it found (its diagnosis kept); the bug is charged where it is. Where that
     would leave an item no check that applies, its checks keep their failures, noted as in cascade."""
-    found = _culprits(spec, checked, broken)
+    found = _culprits(spec, checked, broken, ruled_out)
     excusable = _excusable(spec, checked, found)
-    excused = with_upstream_notes(spec, checked, broken, only=set(found) - set(excusable))
+    excused = with_upstream_notes(spec, checked, broken, set(found) - set(excusable), ruled_out)
     for name, culprits in excusable.items():
         names, one = _names(culprits)
         message = (
@@ -102,8 +119,10 @@ def charge_once(spec: Spec, checked: dict[str, CheckResult], broken: dict[str, s
     return excused
 
 
-def apply_policy(spec: Spec, checked: dict[str, CheckResult], broken: dict[str, str]) -> dict[str, CheckResult]:
+def apply_policy(
+    spec: Spec, checked: dict[str, CheckResult], broken: dict[str, str], ruled_out: Ruled = None
+) -> dict[str, CheckResult]:
     """The spec's scoring policy applied to the checks' outcomes."""
     if spec.scoring.policy == "charge_once":
-        return charge_once(spec, checked, broken)
-    return with_upstream_notes(spec, checked, broken)
+        return charge_once(spec, checked, broken, ruled_out)
+    return with_upstream_notes(spec, checked, broken, ruled_out=ruled_out)

@@ -108,7 +108,8 @@ def attacks(t: Target) -> dict[str, Attack]:
         "huge_tensor_from_generate": method("return a 128 MiB tensor", "return torch.zeros(1, 1 << 24, dtype=torch.long)"),
         "nan_loss": Attack(edited("model_solution.py", "        logits = self(input_ids[:, :-1])\n",
                                   "        logits = self(input_ids[:, :-1]) * float('nan')\n"),
-                           may_lose=frozenset({LOSS, TRAINING}), must_lose=frozenset({LOSS, TRAINING}),
+                           # charged once, on the loss: 3(b)iii is graded on a run with the grader's loss
+                           may_lose=frozenset({LOSS}), must_lose=frozenset({LOSS}),
                            what="the loss is NaN"),
         # Asleep, not spinning: the import timeout is wall-clock either way, and a spin here burned 30 CPU-s
         # of the suite's two cores (spinning hangs: the scenarios' hang_in_generate, the cost suite's

@@ -260,13 +260,16 @@ def next_token_loss(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
 
 # -- 3(b)iii ---------------------------------------------------------------------------------
 def training_fields(grade) -> dict:
-    """The train request: the spec's run on the grader's data."""
+    """The train request: the spec's run on the grader's data; the handout's data function (which
+    downloads) is answered with that data too, should train() call it."""
     spec, tr = grade.spec, grade.spec.training
     _, data, _ = training_data(grade)
+    serve = spec.params.get("data_function")
     return dict(module="train", function="train", config=tr.model.model_dump(), data=data.numpy(),
                 kwargs=dict(learning_rate=tr.learning_rate, gradient_clipping=tr.gradient_clipping,
                             batch_size=tr.batch_size, max_steps=tr.max_steps),
-                data_path=tr.data_path, record_class="Transformer", seed=spec.seeds.weights)
+                data_path=tr.data_path, record_class="Transformer", seed=spec.seeds.weights,
+                serve=serve if isinstance(serve, str) else None)
 
 
 def start_training(grade) -> None:

@@ -41,7 +41,7 @@ def serve_forked(req_fd: int, rep_fd: int, limits: dict) -> None:
     scratch = Path.cwd().resolve()
     _set_limits(limits)
     prepare()
-    from . import protocol, warm
+    from . import asrun, protocol, warm
     from .ops import Ops
 
     hello = _start(limits)
@@ -50,6 +50,7 @@ def serve_forked(req_fd: int, rep_fd: int, limits: dict) -> None:
     gc.freeze()
     # Our own modules and torch are loaded: only now may the submission's folder shadow names.
     sys.path.insert(0, str(scratch))
+    asrun.install(scratch)  # stand-ins and the rest of the student's run (asrun.py): before arm() reads sys.meta_path
     warm.arm()  # a forked worker's matplotlib, where a fresh import would give the same
     ops = Ops(scratch)
     protocol.write_frame(rep_fd, hello)

@@ -14,7 +14,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from . import annotations, nbstate, standins, training
+from . import annotations, asrun, nbstate, notes, offline, standins, training
 
 _WIRE_DTYPES = {
     torch.float32,
@@ -71,14 +71,24 @@ def describe_exception(exc: BaseException, scratch: Path) -> dict:
     info: dict = {"type": type(exc).__name__, "message": str(exc)[:2000]}
     if isinstance(exc, SystemExit):
         info["message"] = f"sys.exit({exc.code!r}) was called"
+        said = offline.argparse_error(exc)
+        if said is not None:
+            info["argparse"] = said
+    network = offline.describe(exc, scratch)
+    if network is not None:  # in our words: the library's text tells of its own settings and addresses
+        info.update(
+            type="NoNetwork",
+            network=network,
+            message=f"{network['called'] or 'a call'} ({network['package']}) needs the network, and a grade has none",
+        )
     if isinstance(exc, SyntaxError) and exc.filename:
         info["file"], info["line"] = os.path.basename(exc.filename), exc.lineno
         return info
     if isinstance(exc, ModuleNotFoundError) and exc.name:
         info["missing_module"] = exc.name
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        try:
-            inside = Path(frame.filename).resolve().is_relative_to(scratch)
+        try:  # "<frozen os>" would resolve inside the working directory, which is scratch
+            inside = os.path.isabs(frame.filename) and Path(frame.filename).resolve().is_relative_to(scratch)
         except (OSError, ValueError):
             inside = False
         if inside:
@@ -214,6 +224,7 @@ class Ops:
         """Import a module of the submission. One whose import fails inside evaluating an annotation
         (a file written for Python 3.14's deferred annotations) is imported again with postponed
         annotations, and the reply says where the first attempt failed."""
+        asrun.prepare(self.scratch, module)
         try:
             importlib.import_module(module)
             return {}
@@ -232,6 +243,10 @@ class Ops:
                 "python": platform.python_version(),
             }
         }
+
+    def op_notes(self) -> dict:
+        """What this worker did in place of the student's environment so far (notes.py)."""
+        return {"notes": notes.since()}
 
     def _model(self, handle: str) -> Any:
         if handle not in self.handles:  # built in a worker that was restarted since
@@ -385,31 +400,34 @@ class Ops:
         data_path: str,
         record_class: str,
         seed: int = 0,
+        serve: str | None = None,
+        grader_loss: bool = False,
     ) -> dict:
-        """Run the student's train() on our data; hand back the weights of the model it built, and
-        what raised after its loop was done (the model is graded, the error is a warning)."""
+        """Run the student's train() on our data, as `python train.py` runs; hand back the weights of
+        the model it built, what raised after its loop was done (the model is graded, the error is a
+        warning) or before (train() failed), how its loss compared with the definition, and what the
+        run needed in place of the student's environment (`serve`: the handout's data function,
+        answered with our data; `grader_loss`: our next-token loss in place of the student's)."""
+        asrun.prepare(self.scratch, module)
+        began = notes.mark()
         training.data_file(self.scratch, data_path, data)
-        record, after = training.run(
-            self._module(module),
-            function,
-            kwargs,
-            config,
-            record_class,
-            seed,
-            lambda exc: describe_exception(exc, self.scratch),
+        options = training.Options(record_class, seed, grader_loss, serve, torch.from_numpy(data.copy()))
+        record, after, raised = training.run(
+            self._module(module), function, kwargs, config, options, lambda exc: describe_exception(exc, self.scratch)
         )
-        if not record.models:
-            return {"models": 0}
-        final = record.models[-1].state_dict()
-        reply = {
-            "models": len(record.models),
-            "loss_calls": record.loss_calls,
-            "recorded": record.recorded,
-            "initial": {k: to_wire(v) for k, v in (record.initial or {}).items()},
-            "final": {k: to_wire(v) for k, v in final.items()},
-            "plot": self._plot(),
-            "buffers": [n for n, _ in record.models[-1].named_buffers()],
-        }
+        reply: dict = {"models": len(record.models), "loss_calls": record.loss_calls, "notes": notes.since(began)}
+        reply["loss_check"] = record.loss_check
+        if raised is not None:
+            reply["raised"] = raised
+        if not record.models or raised is not None:
+            return reply
+        reply.update(
+            recorded=record.recorded,
+            initial={k: to_wire(v) for k, v in (record.initial or {}).items()},
+            final={k: to_wire(v) for k, v in record.models[-1].state_dict().items()},
+            plot=self._plot(),
+            buffers=[n for n, _ in record.models[-1].named_buffers()],
+        )
         if after is not None:
             reply["raised_after_loop"] = after
         return reply

@@ -6,6 +6,7 @@ attention is broken still earns the block's points for the right wiring.
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 class Affine(nn.Module):
@@ -71,6 +72,15 @@ class CausalMean(nn.Module):
     def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
         counts = torch.arange(1, x.shape[-2] + 1, device=x.device, dtype=x.dtype)
         return self.proj(x.cumsum(-2) / counts[:, None])
+
+
+def next_token_loss(model: nn.Module, ids: torch.Tensor) -> torch.Tensor:
+    """The grader's get_loss_on_batch, by A3's definition, on the student's own forward: mean cross
+    entropy of the logits at positions 0..T-2 against the tokens at 1..T-1. A training run with it
+    grades the loop, when the student's loss fails its own checks."""
+    out = model(ids)
+    logits = out[0] if isinstance(out, (tuple, list)) else out
+    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1).to(logits.device))
 
 
 # Stand-ins for a notebook's attention pieces (A2S2), swapped into its namespace while its

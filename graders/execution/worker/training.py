@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from . import standins
+from . import losscheck, notes, standins
 
 
 @dataclass
@@ -24,6 +24,20 @@ class Record:
     steps: int = 0  # optimizer steps, of any optimizer
     recorded: dict | None = None
     plots: dict[str, tuple] = field(default_factory=dict)  # one pending draw per distinct call, in order
+    logits: Any = None  # what the model's forward returned within the loss call now running
+    capturing: bool = False
+    # The student's get_loss_on_batch against the next-token cross entropy of the logits its own
+    # forward gave in that call: calls compared, and the first that differed (losscheck.py).
+    loss_check: dict = field(default_factory=lambda: {"checked": 0, "logits": 0, "wrong": None})
+
+
+@dataclass(frozen=True)
+class Options:
+    record_class: str  # the model class train() is to build (A3: Transformer)
+    seed: int
+    grader_loss: bool = False  # the grader's next-token loss in place of the student's get_loss_on_batch
+    serve: str | None = None  # the handout's data function, answered with `data` (it would download)
+    data: Any = None
 
 
 def _floats(values: Any) -> list[float] | None:
@@ -33,7 +47,7 @@ def _floats(values: Any) -> list[float] | None:
         return None
 
 
-def _recorded_class(base: type, record: Record) -> type:
+def _recorded_class(base: type, record: Record, grader_loss: bool) -> type:
     class Recorded(base):
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
@@ -41,27 +55,59 @@ def _recorded_class(base: type, record: Record) -> type:
             if record.initial is None:
                 record.initial = {n: v.detach().clone() for n, v in self.state_dict().items()}
 
+        def forward(self, *a, **k):
+            out = super().forward(*a, **k)
+            if record.capturing:
+                record.logits = out
+            return out
+
         def get_loss_on_batch(self, *a, **k):
             record.loss_calls += 1
-            return super().get_loss_on_batch(*a, **k)
+            ids = losscheck.input_ids(a, k)
+            if grader_loss and ids is not None:
+                return standins.next_token_loss(self, ids)
+            record.capturing, record.logits = True, None
+            try:
+                loss = super().get_loss_on_batch(*a, **k)
+            finally:
+                record.capturing = False
+            losscheck.compare(record.loss_check, record.loss_calls, loss, ids, record.logits)
+            return loss
 
     Recorded.__name__ = Recorded.__qualname__ = base.__name__
     return Recorded
 
 
+def _served(name: str, data: torch.Tensor) -> Callable:
+    """The handout's data function (it downloads and tokenises TinyStories), answered with the
+    grader's rows, cut to the chunk size asked for."""
+
+    def served(*args: Any, **kwargs: Any) -> torch.Tensor:
+        size = args[0] if args else next(iter(kwargs.values()), None)
+        notes.record("served", name, asked=repr(size)[:40])
+        rows = data
+        if isinstance(size, int) and 0 < size != rows.shape[1] and size <= rows.numel():
+            flat = rows.reshape(-1)
+            rows = flat[: flat.numel() // size * size].view(-1, size)
+        return rows.clone()
+
+    return served
+
+
 @contextmanager
-def recording(train_mod: ModuleType, record_class: str, record: Record) -> Iterator[None]:
+def recording(train_mod: ModuleType, options: Options, record: Record) -> Iterator[None]:
     """Within: train_mod's `record_class` (and model_solution's) records into `record`, optimizer
-    steps are counted, and plot_results only notes what to draw.
+    steps are counted, plot_results only notes what to draw, and the handout's data function (if
+    asked to serve it) gives the grader's data.
 
     plot_results(losses, grad_norms, save_path) only draws (A3's interface), and train() calls it
     every 10 steps: each draw costs ~0.3 s of matplotlib, more than the steps between. Only each
     path's last picture survives, so draw_plots draws just those, from copies, after train()."""
-    base = getattr(train_mod, record_class)
-    recorded = _recorded_class(base, record)
+    name = options.record_class
+    base = getattr(train_mod, name)
+    recorded = _recorded_class(base, record, options.grader_loss)
     model_mod = sys.modules.get(base.__module__)
-    patch_model = model_mod is not None and getattr(model_mod, record_class, None) is base
-    plot = getattr(train_mod, "plot_results", None)
+    patch_model = model_mod is not None and getattr(model_mod, name, None) is base
 
     def recording_plot(losses, grad_norms, *a, **k):
         record.recorded = {"losses": _floats(losses), "grad_norms": _floats(grad_norms)}
@@ -70,21 +116,25 @@ def recording(train_mod: ModuleType, record_class: str, record: Record) -> Itera
     def count_step(*_: Any) -> None:
         record.steps += 1
 
+    swaps: dict[str, Any] = {name: recorded}
+    if callable(getattr(train_mod, "plot_results", None)):
+        swaps["plot_results"] = recording_plot
+    if options.serve and callable(getattr(train_mod, options.serve, None)):
+        swaps[options.serve] = _served(options.serve, options.data)
+    saved = {k: getattr(train_mod, k) for k in swaps}
     hook = register_optimizer_step_post_hook(count_step)
-    setattr(train_mod, record_class, recorded)
+    for k, v in swaps.items():
+        setattr(train_mod, k, v)
     if patch_model:
-        setattr(model_mod, record_class, recorded)
-    if callable(plot):
-        setattr(train_mod, "plot_results", recording_plot)
+        setattr(model_mod, name, recorded)
     try:
         yield
     finally:
         hook.remove()
-        setattr(train_mod, record_class, base)
-        if patch_model and getattr(model_mod, record_class, None) is recorded:
-            setattr(model_mod, record_class, base)
-        if callable(plot):
-            setattr(train_mod, "plot_results", plot)
+        for k, v in saved.items():
+            setattr(train_mod, k, v)
+        if patch_model and getattr(model_mod, name, None) is recorded:
+            setattr(model_mod, name, base)
 
 
 def draw_plots(plot: Callable | None, record: Record) -> None:
@@ -115,30 +165,29 @@ def run(
     function: str,
     kwargs: dict,
     config: dict,
-    record_class: str,
-    seed: int,
+    options: Options,
     describe: Callable[[BaseException], dict],
-) -> tuple[Record, dict | None]:
-    """Run train(); (the record, what raised after its loop or None). An error before the loop is
-    done propagates: that train() fails."""
+) -> tuple[Record, dict | None, dict | None]:
+    """Run train(): (the record, what raised after its loop, what raised before its loop was done:
+    that train() failed, and the record says how far it got)."""
     record = Record()
     plot = getattr(train_mod, "plot_results", None)
-    torch.manual_seed(seed)
+    torch.manual_seed(options.seed)
     after: dict | None = None
-    with recording(train_mod, record_class, record):
+    with recording(train_mod, options, record):
         try:
             getattr(train_mod, function)(model_config=train_mod.ModelConfig(**config), **kwargs)
         except Exception as exc:
             if not loop_done(record, kwargs.get("max_steps")):
-                raise
+                return record, None, describe(exc)
             after = describe(exc)
     try:
         draw_plots(plot, record)
     except Exception as exc:
         if not loop_done(record, kwargs.get("max_steps")):
-            raise
+            return record, None, describe(exc)
         after = after or describe(exc)
-    return record, after
+    return record, after, None
 
 
 def data_file(scratch: Path, data_path: str, data: Any) -> None:
