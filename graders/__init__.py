@@ -1,3 +1,3 @@
 """An autograder for transformer programming assignments."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
