@@ -148,3 +148,17 @@ def test_the_reference_pages_name_every_option_and_field():
                    for n, f in m.model_fields.items() if not f.description]
     assert not undescribed, f"fields without a description (the reference pages show it): {undescribed}"
     assert "## `Limits`" in spec and "| `sandbox` |" in spec and "## `CheckResult`" in results
+
+
+def test_the_changelog_has_this_version():
+    """CHANGELOG.md (Keep a Changelog) has a section for the version graders/__init__.py says, the
+    newest released one, and pyproject.toml says the same."""
+    import tomllib
+
+    import graders
+
+    text = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    released = re.findall(r"^## \[(\d+\.\d+\.\d+)\]", text, re.M)
+    assert released and released[0] == graders.__version__, (released[:3], graders.__version__)
+    assert "## [Unreleased]" in text
+    assert tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"] == graders.__version__
